@@ -1,0 +1,1 @@
+//! Model geometry and memory arithmetic (filled in by the memory-model work).

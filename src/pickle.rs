@@ -1,0 +1,1 @@
+//! Restricted pickle reader (filled in by the snapshot work).

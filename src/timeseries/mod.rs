@@ -1,0 +1,1 @@
+//! Memory time series (filled in by the time-series work).

@@ -27,17 +27,61 @@ pub const fn fact(name: &'static str, unit: Unit, doc: &'static str) -> FactDef 
 
 /// Facts about the incident itself, not tied to one producer.
 pub const CORE: &[FactDef] = &[
-    fact("failure.kind", Unit::Text, "What failed: device-oom, host-oom, kv-capacity, kv-exhausted, engine-budget, no-kv-memory, device-limit."),
-    fact("failure.engine", Unit::Text, "The producer of the failure line (pytorch, vllm, llama.cpp, linux, ...)."),
-    fact("failure.copies", Unit::Count, "How many copies of this failure were folded into the incident (ranks, re-raised tracebacks, restarts)."),
-    fact("failure.ranks", Unit::Count, "How many distinct ranks or worker processes reported it."),
-    fact("failure.devices", Unit::Count, "How many distinct devices reported it."),
-    fact("engine", Unit::Text, "The engine that ran the workload (vllm when a PyTorch OOM happens inside vLLM)."),
-    fact("phase", Unit::Text, "When the failure hit: model-load, engine-startup, cuda-graph-capture, warmup, first-step, steady-state, backward, optimizer-step, generation, evaluation, serving, unknown."),
-    fact("phase.steps_completed", Unit::Count, "Training steps or iterations the log shows completed before the failure."),
-    fact("phase.epoch", Unit::Count, "The epoch the log shows at the failure."),
-    fact("phase.evidence", Unit::Text, "The traceback frame or log line that decided the phase."),
-    fact("run.restarts", Unit::Count, "How many times the log shows the program starting."),
+    fact(
+        "failure.kind",
+        Unit::Text,
+        "What failed: device-oom, host-oom, kv-capacity, kv-exhausted, engine-budget, no-kv-memory, device-limit.",
+    ),
+    fact(
+        "failure.engine",
+        Unit::Text,
+        "The producer of the failure line (pytorch, vllm, llama.cpp, linux, ...).",
+    ),
+    fact(
+        "failure.copies",
+        Unit::Count,
+        "How many copies of this failure were folded into the incident (ranks, re-raised tracebacks, restarts).",
+    ),
+    fact(
+        "failure.ranks",
+        Unit::Count,
+        "How many distinct ranks or worker processes reported it.",
+    ),
+    fact(
+        "failure.devices",
+        Unit::Count,
+        "How many distinct devices reported it.",
+    ),
+    fact(
+        "engine",
+        Unit::Text,
+        "The engine that ran the workload (vllm when a PyTorch OOM happens inside vLLM).",
+    ),
+    fact(
+        "phase",
+        Unit::Text,
+        "When the failure hit: model-load, engine-startup, cuda-graph-capture, warmup, first-step, steady-state, backward, optimizer-step, generation, evaluation, serving, unknown.",
+    ),
+    fact(
+        "phase.steps_completed",
+        Unit::Count,
+        "Training steps or iterations the log shows completed before the failure.",
+    ),
+    fact(
+        "phase.epoch",
+        Unit::Count,
+        "The epoch the log shows at the failure.",
+    ),
+    fact(
+        "phase.evidence",
+        Unit::Text,
+        "The traceback frame or log line that decided the phase.",
+    ),
+    fact(
+        "run.restarts",
+        Unit::Count,
+        "How many times the log shows the program starting.",
+    ),
 ];
 
 /// Every section of the catalogue. Parser modules register their `FACTS` here.
@@ -48,7 +92,11 @@ pub const SECTIONS: &[&[FactDef]] = &[
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {
-    SECTIONS.iter().flat_map(|s| s.iter()).map(|d| (d.name, d)).collect()
+    SECTIONS
+        .iter()
+        .flat_map(|s| s.iter())
+        .map(|d| (d.name, d))
+        .collect()
 });
 
 /// Finds a fact definition by name.
@@ -71,7 +119,9 @@ mod tests {
         for d in all() {
             assert!(seen.insert(d.name), "duplicate fact {}", d.name);
             assert!(
-                d.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_'),
+                d.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_'),
                 "bad fact name {}",
                 d.name
             );

@@ -43,12 +43,24 @@ pub struct Provenance {
 impl Provenance {
     /// A provenance for a line of a log.
     pub fn line(input: InputName, line: u64, text: Arc<str>) -> Self {
-        Provenance { input, line: Some(line), text: Some(text), span: None, locator: None }
+        Provenance {
+            input,
+            line: Some(line),
+            text: Some(text),
+            span: None,
+            locator: None,
+        }
     }
 
     /// A provenance for a place inside a structured input.
     pub fn at(input: InputName, locator: impl Into<String>) -> Self {
-        Provenance { input, line: None, text: None, span: None, locator: Some(locator.into()) }
+        Provenance {
+            input,
+            line: None,
+            text: None,
+            span: None,
+            locator: Some(locator.into()),
+        }
     }
 
     /// The same provenance with a span inside its text.
@@ -234,8 +246,13 @@ impl Facts {
             crate::catalog::lookup(name).is_some(),
             "fact `{name}` is not in the catalogue"
         );
-        self.map
-            .insert(name.to_string(), Fact { value: value.into(), sources: source.into_iter().collect() });
+        self.map.insert(
+            name.to_string(),
+            Fact {
+                value: value.into(),
+                sources: source.into_iter().collect(),
+            },
+        );
     }
 
     /// Sets a fact derived from others; its sources are theirs.
@@ -250,12 +267,26 @@ impl Facts {
                 }
             }
         }
-        debug_assert!(crate::catalog::lookup(name).is_some(), "fact `{name}` is not in the catalogue");
-        self.map.insert(name.to_string(), Fact { value: value.into(), sources });
+        debug_assert!(
+            crate::catalog::lookup(name).is_some(),
+            "fact `{name}` is not in the catalogue"
+        );
+        self.map.insert(
+            name.to_string(),
+            Fact {
+                value: value.into(),
+                sources,
+            },
+        );
     }
 
     /// Sets a fact only if it is not known yet (earlier, more specific evidence wins).
-    pub fn set_if_absent(&mut self, name: &str, value: impl Into<Value>, source: Option<Provenance>) {
+    pub fn set_if_absent(
+        &mut self,
+        name: &str,
+        value: impl Into<Value>,
+        source: Option<Provenance>,
+    ) {
         if !self.map.contains_key(name) {
             self.set(name, value, source);
         }
@@ -326,7 +357,9 @@ impl Facts {
     /// A fact formatted in its catalogued unit.
     pub fn display(&self, name: &str) -> Option<String> {
         let f = self.map.get(name)?;
-        let unit = crate::catalog::lookup(name).map(|d| d.unit).unwrap_or(Unit::Text);
+        let unit = crate::catalog::lookup(name)
+            .map(|d| d.unit)
+            .unwrap_or(Unit::Text);
         Some(unit.display(&f.value))
     }
 }
@@ -353,13 +386,23 @@ mod tests {
         let p2 = Provenance::line(input.clone(), 9, Arc::from("b"));
         facts.set("oom.total_bytes", 100u64, Some(p1.clone()));
         facts.set("oom.free_bytes", 10u64, Some(p2.clone()));
-        facts.derive("oom.device_used_bytes", 90u64, &["oom.total_bytes", "oom.free_bytes"]);
-        assert_eq!(facts.get("oom.device_used_bytes").unwrap().sources, vec![p1, p2]);
+        facts.derive(
+            "oom.device_used_bytes",
+            90u64,
+            &["oom.total_bytes", "oom.free_bytes"],
+        );
+        assert_eq!(
+            facts.get("oom.device_used_bytes").unwrap().sources,
+            vec![p1, p2]
+        );
     }
 
     #[test]
     fn numbers_serialize_as_integers_when_whole() {
-        assert_eq!(serde_json::to_string(&Value::Num(2147483648.0)).unwrap(), "2147483648");
+        assert_eq!(
+            serde_json::to_string(&Value::Num(2147483648.0)).unwrap(),
+            "2147483648"
+        );
         assert_eq!(serde_json::to_string(&Value::Num(0.5)).unwrap(), "0.5");
     }
 }

@@ -141,7 +141,9 @@ impl Func {
     /// Allowed argument counts (min, max).
     fn arity(self) -> (usize, usize) {
         match self {
-            Func::Has | Func::Floor | Func::Ceil | Func::Round | Func::Abs | Func::Pow2Floor => (1, 1),
+            Func::Has | Func::Floor | Func::Ceil | Func::Round | Func::Abs | Func::Pow2Floor => {
+                (1, 1)
+            }
             Func::RoundDown | Func::RoundUp | Func::Contains | Func::StartsWith => (2, 2),
             Func::Clamp | Func::If => (3, 3),
             Func::Min | Func::Max | Func::Coalesce => (1, 16),
@@ -191,16 +193,26 @@ impl Expr {
     /// Parses an expression.
     pub fn parse(text: &str) -> Result<Expr, ExprError> {
         let tokens = lex(text)?;
-        let mut p = Parser { tokens, pos: 0, text_len: text.len() };
+        let mut p = Parser {
+            tokens,
+            pos: 0,
+            text_len: text.len(),
+        };
         let root = p.or()?;
         if let Some(t) = p.peek() {
             return Err(ExprError {
                 offset: t.offset,
                 len: t.len,
-                message: format!("unexpected `{}` after a complete expression", &text[t.offset..t.offset + t.len]),
+                message: format!(
+                    "unexpected `{}` after a complete expression",
+                    &text[t.offset..t.offset + t.len]
+                ),
             });
         }
-        Ok(Expr { root, text: text.to_string() })
+        Ok(Expr {
+            root,
+            text: text.to_string(),
+        })
     }
 
     /// The source text.
@@ -231,11 +243,8 @@ impl Expr {
 
 fn collect_names<'a>(n: &'a Node, out: &mut Vec<&'a str>) {
     match n {
-        Node::Name(s) => {
-            if !out.contains(&s.as_str()) {
-                out.push(s)
-            }
-        }
+        Node::Name(s) if !out.contains(&s.as_str()) => out.push(s),
+        Node::Name(_) => {}
         Node::Neg(a) | Node::Not(a) => collect_names(a, out),
         Node::Bin(_, a, b) => {
             collect_names(a, out);
@@ -275,11 +284,17 @@ fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
             continue;
         }
         let start = i;
-        let tok = if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        let tok = if c.is_ascii_digit()
+            || (c == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
             while i < b.len() && (b[i].is_ascii_digit() || b[i] == b'.' || b[i] == b'_') {
                 i += 1;
             }
-            if i < b.len() && (b[i] == b'e' || b[i] == b'E') && b.get(i + 1).is_some_and(|c| c.is_ascii_digit() || *c == b'-' || *c == b'+') {
+            if i < b.len()
+                && (b[i] == b'e' || b[i] == b'E')
+                && b.get(i + 1)
+                    .is_some_and(|c| c.is_ascii_digit() || *c == b'-' || *c == b'+')
+            {
                 i += 2;
                 while i < b.len() && b[i].is_ascii_digit() {
                     i += 1;
@@ -322,7 +337,11 @@ fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
                 i += 1;
             }
             if i >= b.len() {
-                return Err(ExprError { offset: start, len: text.len() - start, message: "unterminated string".into() });
+                return Err(ExprError {
+                    offset: start,
+                    len: text.len() - start,
+                    message: "unterminated string".into(),
+                });
             }
             i += 1;
             Tok::Str(text[start + 1..i - 1].to_string())
@@ -365,7 +384,11 @@ fn lex(text: &str) -> Result<Vec<Token>, ExprError> {
                 _ => Tok::Op(op),
             }
         };
-        out.push(Token { tok, offset: start, len: i - start });
+        out.push(Token {
+            tok,
+            offset: start,
+            len: i - start,
+        });
     }
     Ok(out)
 }
@@ -383,16 +406,29 @@ impl Parser {
 
     fn is_op(&self, op: &str) -> bool {
         match self.peek() {
-            Some(Token { tok: Tok::Op(o), .. }) => *o == op,
-            Some(Token { tok: Tok::Ident(id), .. }) => id == op && matches!(op, "and" | "or" | "not"),
+            Some(Token {
+                tok: Tok::Op(o), ..
+            }) => *o == op,
+            Some(Token {
+                tok: Tok::Ident(id),
+                ..
+            }) => id == op && matches!(op, "and" | "or" | "not"),
             _ => false,
         }
     }
 
     fn err_here(&self, message: impl Into<String>) -> ExprError {
         match self.peek() {
-            Some(t) => ExprError { offset: t.offset, len: t.len.max(1), message: message.into() },
-            None => ExprError { offset: self.text_len, len: 0, message: message.into() },
+            Some(t) => ExprError {
+                offset: t.offset,
+                len: t.len.max(1),
+                message: message.into(),
+            },
+            None => ExprError {
+                offset: self.text_len,
+                len: 0,
+                message: message.into(),
+            },
         }
     }
 
@@ -427,7 +463,9 @@ impl Parser {
     fn compare(&mut self) -> Result<Node, ExprError> {
         let left = self.sum()?;
         let op = match self.peek() {
-            Some(Token { tok: Tok::Op(o), .. }) => match *o {
+            Some(Token {
+                tok: Tok::Op(o), ..
+            }) => match *o {
                 "<" => Some(BinOp::Lt),
                 "<=" => Some(BinOp::Le),
                 ">" => Some(BinOp::Gt),
@@ -501,7 +539,9 @@ impl Parser {
             Tok::LParen => {
                 let inner = self.or()?;
                 match self.peek() {
-                    Some(Token { tok: Tok::RParen, .. }) => {
+                    Some(Token {
+                        tok: Tok::RParen, ..
+                    }) => {
                         self.pos += 1;
                         Ok(inner)
                     }
@@ -517,21 +557,43 @@ impl Parser {
                     message: format!("`{id}` needs something on its left"),
                 }),
                 _ => {
-                    if matches!(self.peek(), Some(Token { tok: Tok::LParen, .. })) {
+                    if matches!(
+                        self.peek(),
+                        Some(Token {
+                            tok: Tok::LParen,
+                            ..
+                        })
+                    ) {
                         let func = Func::from_name(&id).ok_or_else(|| ExprError {
                             offset: t.offset,
                             len: t.len,
-                            message: format!("unknown function `{id}` (known: {})", FUNCTIONS.join(", ")),
+                            message: format!(
+                                "unknown function `{id}` (known: {})",
+                                FUNCTIONS.join(", ")
+                            ),
                         })?;
                         self.pos += 1;
                         let mut args = Vec::new();
-                        if !matches!(self.peek(), Some(Token { tok: Tok::RParen, .. })) {
+                        if !matches!(
+                            self.peek(),
+                            Some(Token {
+                                tok: Tok::RParen,
+                                ..
+                            })
+                        ) {
                             loop {
                                 args.push(self.or()?);
                                 match self.peek() {
-                                    Some(Token { tok: Tok::Comma, .. }) => self.pos += 1,
-                                    Some(Token { tok: Tok::RParen, .. }) => break,
-                                    _ => return Err(self.err_here("expected `,` or `)` in the argument list")),
+                                    Some(Token {
+                                        tok: Tok::Comma, ..
+                                    }) => self.pos += 1,
+                                    Some(Token {
+                                        tok: Tok::RParen, ..
+                                    }) => break,
+                                    _ => {
+                                        return Err(self
+                                            .err_here("expected `,` or `)` in the argument list"));
+                                    }
                                 }
                             }
                         }
@@ -541,7 +603,11 @@ impl Parser {
                             return Err(ExprError {
                                 offset: t.offset,
                                 len: t.len,
-                                message: format!("`{id}` takes {lo}{} arguments, got {}", if hi > lo { "+" } else { "" }, args.len()),
+                                message: format!(
+                                    "`{id}` takes {lo}{} arguments, got {}",
+                                    if hi > lo { "+" } else { "" },
+                                    args.len()
+                                ),
                             });
                         }
                         if func == Func::Has && !matches!(args[0], Node::Name(_)) {
@@ -557,7 +623,11 @@ impl Parser {
                     }
                 }
             },
-            _ => Err(ExprError { offset: t.offset, len: t.len, message: "expected a value".into() }),
+            _ => Err(ExprError {
+                offset: t.offset,
+                len: t.len,
+                message: "expected a value".into(),
+            }),
         }
     }
 }
@@ -570,7 +640,11 @@ fn num2(a: Val, b: Val, f: impl Fn(f64, f64) -> Val) -> Val {
 }
 
 fn finite(v: f64) -> Val {
-    if v.is_finite() { Val::Num(v) } else { Val::Missing }
+    if v.is_finite() {
+        Val::Num(v)
+    } else {
+        Val::Missing
+    }
 }
 
 fn eval(n: &Node, s: &dyn Scope) -> Val {
@@ -625,19 +699,33 @@ fn eval(n: &Node, s: &dyn Scope) -> Val {
                     };
                     Val::Bool(if *op == BinOp::Eq { eq } else { !eq })
                 }
-                BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => num2(eval(a, s), eval(b, s), |x, y| {
-                    Val::Bool(match op {
-                        BinOp::Lt => x < y,
-                        BinOp::Le => x <= y,
-                        BinOp::Gt => x > y,
-                        _ => x >= y,
+                BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                    num2(eval(a, s), eval(b, s), |x, y| {
+                        Val::Bool(match op {
+                            BinOp::Lt => x < y,
+                            BinOp::Le => x <= y,
+                            BinOp::Gt => x > y,
+                            _ => x >= y,
+                        })
                     })
-                }),
+                }
                 BinOp::Add => num2(eval(a, s), eval(b, s), |x, y| finite(x + y)),
                 BinOp::Sub => num2(eval(a, s), eval(b, s), |x, y| finite(x - y)),
                 BinOp::Mul => num2(eval(a, s), eval(b, s), |x, y| finite(x * y)),
-                BinOp::Div => num2(eval(a, s), eval(b, s), |x, y| if y == 0.0 { Val::Missing } else { finite(x / y) }),
-                BinOp::Rem => num2(eval(a, s), eval(b, s), |x, y| if y == 0.0 { Val::Missing } else { finite(x % y) }),
+                BinOp::Div => num2(eval(a, s), eval(b, s), |x, y| {
+                    if y == 0.0 {
+                        Val::Missing
+                    } else {
+                        finite(x / y)
+                    }
+                }),
+                BinOp::Rem => num2(eval(a, s), eval(b, s), |x, y| {
+                    if y == 0.0 {
+                        Val::Missing
+                    } else {
+                        finite(x % y)
+                    }
+                }),
             }
         }
         Node::Call(f, args) => call(*f, args, s),
@@ -658,7 +746,13 @@ fn call(f: Func, args: &[Node], s: &dyn Scope) -> Val {
         Func::Ceil => num1(f64::ceil),
         Func::Round => num1(f64::round),
         Func::Abs => num1(f64::abs),
-        Func::Pow2Floor => num1(|x| if x < 1.0 { 1.0 } else { 2f64.powi(x.log2().floor() as i32) }),
+        Func::Pow2Floor => num1(|x| {
+            if x < 1.0 {
+                1.0
+            } else {
+                2f64.powi(x.log2().floor() as i32)
+            }
+        }),
         Func::Min | Func::Max => {
             let mut acc: Option<f64> = None;
             for a in args {
@@ -680,13 +774,23 @@ fn call(f: Func, args: &[Node], s: &dyn Scope) -> Val {
                 return Val::Missing;
             }
             let q = x / step;
-            finite(if f == Func::RoundDown { q.floor() } else { q.ceil() } * step)
+            finite(
+                if f == Func::RoundDown {
+                    q.floor()
+                } else {
+                    q.ceil()
+                } * step,
+            )
         }),
         Func::Clamp => match (eval(&args[0], s), eval(&args[1], s), eval(&args[2], s)) {
             (Val::Num(x), Val::Num(lo), Val::Num(hi)) => Val::Num(x.max(lo).min(hi)),
             _ => Val::Missing,
         },
-        Func::Coalesce => args.iter().map(|a| eval(a, s)).find(|v| *v != Val::Missing).unwrap_or(Val::Missing),
+        Func::Coalesce => args
+            .iter()
+            .map(|a| eval(a, s))
+            .find(|v| *v != Val::Missing)
+            .unwrap_or(Val::Missing),
         Func::If => match eval(&args[0], s) {
             Val::Bool(true) => eval(&args[1], s),
             Val::Bool(false) => eval(&args[2], s),
@@ -695,7 +799,11 @@ fn call(f: Func, args: &[Node], s: &dyn Scope) -> Val {
         Func::Contains | Func::StartsWith => match (eval(&args[0], s), eval(&args[1], s)) {
             (Val::Str(a), Val::Str(b)) => {
                 let (a, b) = (a.to_ascii_lowercase(), b.to_ascii_lowercase());
-                Val::Bool(if f == Func::Contains { a.contains(&b) } else { a.starts_with(&b) })
+                Val::Bool(if f == Func::Contains {
+                    a.contains(&b)
+                } else {
+                    a.starts_with(&b)
+                })
             }
             (Val::Missing, _) | (_, Val::Missing) => Val::Missing,
             _ => Val::Bool(false),
@@ -717,8 +825,14 @@ mod tests {
 
     fn scope() -> Map {
         Map(HashMap::from([
-            ("oom.requested_bytes", Val::Num(2.0 * 1024.0 * 1024.0 * 1024.0)),
-            ("oom.reserved_unallocated_bytes", Val::Num(3.0 * 1024.0 * 1024.0 * 1024.0)),
+            (
+                "oom.requested_bytes",
+                Val::Num(2.0 * 1024.0 * 1024.0 * 1024.0),
+            ),
+            (
+                "oom.reserved_unallocated_bytes",
+                Val::Num(3.0 * 1024.0 * 1024.0 * 1024.0),
+            ),
             ("phase", Val::Str(Arc::from("model-load"))),
             ("torch.expandable_segments", Val::Bool(false)),
             ("kv", Val::Num(44560.0)),

@@ -19,12 +19,28 @@
 //! ([`evidence::Provenance`]), so every verdict and every computed fix value can be traced
 //! back to the line it came from.
 
+// Errors about inputs and rules carry their source text for miette's labels, which makes
+// them large; they are on cold paths, so boxing them would only add noise.
+#![allow(clippy::result_large_err)]
+
+pub mod app;
 pub mod catalog;
+pub mod cause;
+pub mod cli;
+pub mod derive;
+pub mod diagnose;
 pub mod engines;
 pub mod evidence;
 pub mod expr;
+pub mod incident;
+pub mod input;
+pub mod logscan;
 pub mod model;
+pub mod phase;
 pub mod pickle;
+pub mod render;
+pub mod report;
+pub mod rules;
 pub mod snapshot;
 pub mod timeseries;
 pub mod units;

@@ -162,12 +162,24 @@ mod tests {
             ("1024 bytes", SiBase::Binary, 1024),
             ("20.00 MiB", SiBase::Binary, 20 * mib),
             ("1.50 KiB", SiBase::Binary, 1536),
-            ("11.76GiB", SiBase::Binary, (11.76 * gib as f64).round() as u64),
+            (
+                "11.76GiB",
+                SiBase::Binary,
+                (11.76 * gib as f64).round() as u64,
+            ),
             ("3.5Gib", SiBase::Binary, (3.5 * gib as f64) as u64),
             ("24.00GB", SiBase::Decimal, 24_000_000_000),
-            ("2.93GiB", SiBase::Binary, (2.93 * gib as f64).round() as u64),
+            (
+                "2.93GiB",
+                SiBase::Binary,
+                (2.93 * gib as f64).round() as u64,
+            ),
             ("123456kB", SiBase::Binary, 123456 * 1024),
-            ("13535.27 GiB", SiBase::Binary, (13535.27 * gib as f64).round() as u64),
+            (
+                "13535.27 GiB",
+                SiBase::Binary,
+                (13535.27 * gib as f64).round() as u64,
+            ),
             ("1,234 MiB", SiBase::Binary, 1234 * mib),
         ];
         for (text, si, want) in cases {

@@ -1,0 +1,445 @@
+//! Incidents: failures grouped so that one real problem is one incident.
+//!
+//! The [`LogAnalyzer`] is the scanner's sink for one log. It keeps the **context**, the
+//! latest value of every accounting or configuration fact seen so far (constant memory: one
+//! entry per fact name), and turns failure lines into incidents:
+//!
+//! - A failure close to the previous one (same domain, within [`MERGE_WINDOW`] lines, no
+//!   restart in between) is the same incident: another rank printing the same OOM, a
+//!   re-raised traceback, or a wrapper message (TGI's "Not enough memory to handle N prefill
+//!   tokens") around a PyTorch OOM. Copies are counted; wrappers add facts and name the
+//!   engine.
+//! - A failure far away with the same signature (kind, engine, request, capacity) is a
+//!   repeat, typically after a restart: it is folded into the first with its count.
+//! - Anything else starts a new incident, with a snapshot of the context at that moment and
+//!   the phase decided from the lines just before it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::engines::{self, Domain, Emit, Failure, Observation, PhaseMark, Record};
+use crate::evidence::{Facts, InputName, Provenance, Value};
+use crate::logscan::clean::{CleanLine, clean_line, split_packed, strip_prefixes};
+use crate::logscan::scanner::{Hit, LineSink, lines_back};
+use crate::phase;
+
+/// Failures this many lines apart or closer belong to one incident.
+pub const MERGE_WINDOW: u64 = 400;
+/// A log with more distinct incidents than this keeps the first ones and counts the rest.
+pub const MAX_INCIDENTS: usize = 1000;
+
+/// One incident found in an input, before rules decide its cause.
+#[derive(Clone, Debug)]
+pub struct Incident {
+    pub input: InputName,
+    /// `failure.kind` of the primary failure.
+    pub kind: &'static str,
+    pub domain: Domain,
+    pub engine: &'static str,
+    pub device: Option<u32>,
+    pub devices: BTreeSet<u32>,
+    pub ranks: BTreeSet<u32>,
+    /// How many failure lines were folded into this incident.
+    pub copies: u32,
+    /// Where it was first seen.
+    pub first: Provenance,
+    pub last_line: u64,
+    /// Timestamp text of the first failure line, when the log had one.
+    pub timestamp: Option<String>,
+    pub facts: Facts,
+    pub phase: &'static str,
+    /// Created by a wrapper message that a real failure may still complete.
+    pub(crate) from_wrapper: bool,
+    run: u32,
+    signature: String,
+}
+
+impl Incident {
+    /// The requested bytes, when the failure said.
+    pub fn requested_bytes(&self) -> Option<u64> {
+        self.facts
+            .num("oom.requested_bytes")
+            .or_else(|| self.facts.num("host.requested_bytes"))
+            .map(|v| v as u64)
+    }
+}
+
+/// What a log yielded.
+#[derive(Debug, Default)]
+pub struct LogEvidence {
+    pub incidents: Vec<Incident>,
+    /// Facts in force at the end of the log (for inputs with no failure).
+    pub context: Facts,
+    pub restarts: u32,
+    /// Incidents beyond [`MAX_INCIDENTS`] that were dropped.
+    pub dropped_incidents: u64,
+}
+
+/// The scanner sink for one log.
+pub struct LogAnalyzer {
+    input: InputName,
+    context: Facts,
+    context_engine: Option<&'static str>,
+    marker: Option<(PhaseMark, u64)>,
+    incidents: Vec<Incident>,
+    run: u32,
+    restarts: u32,
+    dropped: u64,
+}
+
+impl LogAnalyzer {
+    pub fn new(input: InputName) -> Self {
+        LogAnalyzer {
+            input,
+            context: Facts::new(),
+            context_engine: None,
+            marker: None,
+            incidents: Vec::new(),
+            run: 0,
+            restarts: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Ends the scan.
+    pub fn finish(self) -> LogEvidence {
+        let restarts = self.restarts;
+        let mut incidents = self.incidents;
+        for inc in &mut incidents {
+            if restarts > 0 {
+                inc.facts.set("run.restarts", restarts, None);
+            }
+        }
+        LogEvidence {
+            incidents,
+            context: self.context,
+            restarts,
+            dropped_incidents: self.dropped,
+        }
+    }
+
+    fn apply(&mut self, rec: Record, hit: &Hit<'_>) {
+        match rec.obs {
+            Observation::Fact { name, value } => self.context.set(name, value, Some(rec.prov)),
+            Observation::Engine(e) => {
+                self.context_engine = Some(e);
+                self.context.set("engine", e, Some(rec.prov));
+            }
+            Observation::Phase(p) => self.marker = Some((p, hit.line_no)),
+            Observation::RunStart => {
+                // Only a start after something happened counts as a restart.
+                if self.incidents.iter().any(|i| i.run == self.run) || !self.context.is_empty() {
+                    self.restarts += u32::from(!self.incidents.is_empty() || self.run > 0);
+                    self.run += 1;
+                }
+                self.context = Facts::new();
+                self.context_engine = None;
+                self.marker = None;
+            }
+            Observation::Failure(f) => self.failure(f, rec.prov, rec.meta, hit),
+        }
+    }
+
+    fn failure(
+        &mut self,
+        f: Failure,
+        prov: Provenance,
+        meta: crate::logscan::clean::LineMeta,
+        hit: &Hit<'_>,
+    ) {
+        let line_no = hit.line_no;
+        let prov = match &f.text {
+            Some(t) => Provenance {
+                text: Some(engines::bounded_text(t)),
+                span: None,
+                ..prov
+            },
+            None => prov,
+        };
+        let mut failure_facts = Facts::new();
+        for (name, value, span) in &f.facts {
+            let p = match span {
+                Some(s) if prov.text.as_ref().is_some_and(|t| s.1 <= t.len()) => {
+                    prov.clone().with_span(*s)
+                }
+                _ => prov.clone(),
+            };
+            failure_facts.set(name, value.clone(), Some(p));
+        }
+        failure_facts.set("failure.kind", f.kind, Some(prov.clone()));
+        failure_facts.set("failure.engine", f.engine, Some(prov.clone()));
+        let signature = signature(&f);
+
+        // 1. Same incident as a recent failure?
+        if let Some(inc) = self.incidents.iter_mut().rev().find(|i| {
+            i.run == self.run
+                && i.domain == f.domain
+                && line_no.saturating_sub(i.last_line) <= MERGE_WINDOW
+        }) {
+            inc.last_line = line_no;
+            if f.wrapper {
+                inc.facts
+                    .merge(&failure_facts_without_identity(&failure_facts), false);
+                if inc.engine == engines::id::PYTORCH && f.engine != engines::id::PYTORCH {
+                    inc.engine = f.engine;
+                }
+            } else if inc.from_wrapper {
+                // The real failure behind a wrapper: its numbers win.
+                inc.facts.merge(&failure_facts, true);
+                inc.kind = f.kind;
+                inc.from_wrapper = false;
+                inc.device = inc.device.or(f.device);
+                inc.copies = inc.copies.max(1);
+            } else {
+                inc.copies += 1;
+                inc.facts.merge(&failure_facts, false);
+            }
+            if let Some(d) = f.device {
+                inc.devices.insert(d);
+                inc.device.get_or_insert(d);
+            }
+            if let Some(r) = meta.rank {
+                inc.ranks.insert(r);
+            }
+            return;
+        }
+
+        // 2. A repeat of an earlier incident (restarts)?
+        if !f.wrapper {
+            if let Some(inc) = self
+                .incidents
+                .iter_mut()
+                .find(|i| i.signature == signature && i.domain == f.domain)
+            {
+                inc.copies += 1;
+                inc.last_line = line_no;
+                inc.run = self.run;
+                if let Some(r) = meta.rank {
+                    inc.ranks.insert(r);
+                }
+                return;
+            }
+        }
+
+        // 3. A new incident.
+        if self.incidents.len() >= MAX_INCIDENTS {
+            self.dropped += 1;
+            return;
+        }
+        let mut facts = self.context.clone();
+        facts.merge(&failure_facts, true);
+        let preceding = preceding_lines(hit, prov.text.as_deref());
+        let marker = self
+            .marker
+            .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)));
+        let decision = phase::decide(&preceding, marker);
+        let phase_prov = Provenance {
+            span: None,
+            ..prov.clone()
+        };
+        facts.set("phase", decision.phase, Some(phase_prov.clone()));
+        if let Some(ev) = &decision.evidence {
+            facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
+        }
+        if let Some(s) = decision.steps_completed {
+            facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
+        }
+        if let Some(e) = decision.epoch {
+            facts.set("phase.epoch", e, Some(phase_prov));
+        }
+        let engine = match (f.engine, self.context_engine) {
+            (engines::id::PYTORCH, Some(ctx)) => ctx,
+            (e, _) => e,
+        };
+        let mut devices = BTreeSet::new();
+        if let Some(d) = f.device {
+            devices.insert(d);
+        }
+        let mut ranks = BTreeSet::new();
+        if let Some(r) = meta.rank {
+            ranks.insert(r);
+        }
+        self.incidents.push(Incident {
+            input: self.input.clone(),
+            kind: f.kind,
+            domain: f.domain,
+            engine,
+            device: f.device,
+            devices,
+            ranks,
+            copies: 1,
+            first: Provenance { span: None, ..prov },
+            last_line: line_no,
+            timestamp: meta.timestamp.clone(),
+            facts,
+            phase: decision.phase,
+            from_wrapper: f.wrapper,
+            run: self.run,
+            signature,
+        });
+    }
+}
+
+/// A wrapper's facts minus the ones that identify the primary failure.
+fn failure_facts_without_identity(f: &Facts) -> Facts {
+    let mut out = f.clone();
+    out.remove("failure.kind");
+    out.remove("failure.engine");
+    out
+}
+
+/// What makes two failures "the same error": kind, engine, request and capacity.
+fn signature(f: &Failure) -> String {
+    let n = |name: &str| {
+        f.get(name)
+            .and_then(Value::as_f64)
+            .map(|v| format!("{v:.0}"))
+            .unwrap_or_else(|| "-".into())
+    };
+    format!(
+        "{}|{}|{}|{}",
+        f.kind,
+        f.engine,
+        n("oom.requested_bytes"),
+        n("oom.total_bytes")
+    )
+}
+
+/// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before
+/// the failing one, then the look-back window.
+fn preceding_lines(hit: &Hit<'_>, failure_text: Option<&str>) -> Vec<CleanLine> {
+    let mut out = Vec::new();
+    let cleaned = clean_line(hit.raw);
+    if let Some(parts) = split_packed(&cleaned.text) {
+        let idx = failure_text
+            .and_then(|ft| {
+                parts.iter().position(|p| {
+                    !p.trim().is_empty() && (ft.starts_with(p.trim()) || p.contains(ft))
+                })
+            })
+            .unwrap_or(parts.len());
+        for p in parts[..idx].iter().rev() {
+            let mut meta = cleaned.meta.clone();
+            let text = strip_prefixes(p, &mut meta).to_string();
+            out.push(CleanLine { text, meta });
+        }
+    }
+    out.extend(lines_back(hit.before).take(600).map(clean_line));
+    out
+}
+
+impl LineSink for LogAnalyzer {
+    fn hit(&mut self, hit: &Hit<'_>) -> u32 {
+        let mut emit = Emit::default();
+        engines::recognize_raw(
+            &self.input,
+            hit.line_no,
+            hit.raw,
+            hit.before,
+            hit.after,
+            &mut emit,
+        );
+        for rec in emit.records {
+            self.apply(rec, hit);
+        }
+        emit.consumed
+    }
+}
+
+/// Scans a whole log.
+pub fn analyze_log(
+    reader: &mut dyn std::io::Read,
+    input: &InputName,
+) -> std::io::Result<(LogEvidence, crate::logscan::ScanStats)> {
+    let mut analyzer = LogAnalyzer::new(Arc::clone(input));
+    let stats = crate::logscan::scan(reader, engines::anchors(), &mut analyzer)?;
+    Ok((analyzer.finish(), stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str) -> LogEvidence {
+        let input: InputName = Arc::from("t.log");
+        analyze_log(&mut text.as_bytes(), &input).unwrap().0
+    }
+
+    const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 22.60 GiB memory in use. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.";
+
+    #[test]
+    fn ranks_fold_into_one_incident() {
+        let log = format!(
+            "[rank0]: {OOM}\n[rank1]: {}\n[rank2]: {OOM}\n",
+            OOM.replace("GPU 0", "GPU 1")
+        );
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        let inc = &ev.incidents[0];
+        assert_eq!(inc.copies, 3);
+        assert_eq!(inc.ranks.len(), 3);
+        assert_eq!(inc.devices.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(inc.first.line, Some(1));
+    }
+
+    #[test]
+    fn wrapped_message_is_joined_and_numbers_read() {
+        let log = "step 10 loss 1.0\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB\n is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but\n unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
+        let ev = run(log);
+        assert_eq!(ev.incidents.len(), 1);
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.num("oom.free_bytes"), Some(1073741824.0));
+        assert_eq!(
+            f.num("oom.reserved_unallocated_bytes").map(|v| v.round()),
+            Some((2.1f64 * 1073741824.0).round())
+        );
+        assert_eq!(
+            f.get("torch.expandable_segments"),
+            None,
+            "the hint is not configuration"
+        );
+    }
+
+    #[test]
+    fn context_and_phase_attach_to_the_incident() {
+        let log = format!(
+            "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n  Instantaneous batch size per device = 16\n{}\nTraceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n    loss.backward()\n  File \"/x/torch/_tensor.py\", line 5, in backward\n{OOM}\n",
+            (0..30)
+                .map(|i| format!("step {i} loss 1.0"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let ev = run(&log);
+        let inc = &ev.incidents[0];
+        assert_eq!(inc.facts.bool("torch.expandable_segments"), Some(true));
+        assert_eq!(inc.facts.num("train.batch_size"), Some(16.0));
+        assert_eq!(inc.phase, "backward");
+        assert_eq!(inc.facts.num("phase.steps_completed"), Some(29.0));
+        assert_eq!(
+            inc.facts.get("train.batch_size").unwrap().sources[0].line,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn repeats_far_apart_fold_by_signature() {
+        let filler = "noise\n".repeat(1000);
+        let log = format!("{OOM}\n{filler}{OOM}\n{filler}{OOM}\n");
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].copies, 3);
+        let other = OOM.replace("2.00 GiB. GPU", "4.00 GiB. GPU");
+        let ev = run(&format!("{OOM}\n{filler}{other}\n"));
+        assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn packed_traceback_line() {
+        let log = format!(
+            "{{\"log\": \"Traceback (most recent call last):\\n  File \\\"x.py\\\", line 1, in <module>\\n  File \\\"/t/modeling_utils.py\\\", line 9, in from_pretrained\\n{OOM}\\n\"}}\n"
+        );
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].phase, "model-load");
+    }
+}

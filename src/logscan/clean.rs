@@ -1,0 +1,340 @@
+//! Line clean-up: turns a raw log line as users paste it into the message text recognisers
+//! match on, and keeps what the prefixes said (rank, pid, process, timestamp).
+//!
+//! Real logs arrive wrapped in layers: docker compose's `vllm-1  | `, a timestamp, vLLM's
+//! `INFO 08-22 20:52:36 [gpu_worker.py:563]`, `(EngineCore pid=123)`, torchrun's `[rank0]:`,
+//! journald's `Feb 03 19:57:08 host kernel:`, colour codes as real escape bytes or pasted as
+//! `^[[0;36m`. The layers stack in any order, so the prefix table is applied repeatedly
+//! until nothing more matches. Only lines that hit an anchor are cleaned, so this is off
+//! the hot path.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// What the stripped prefixes said about the line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LineMeta {
+    /// torch.distributed rank, tensor-parallel rank, or worker rank.
+    pub rank: Option<u32>,
+    pub pid: Option<u32>,
+    /// Process or service name: `EngineCore`, `VllmWorker`, a compose service, a journald comm.
+    pub process: Option<String>,
+    /// The timestamp text as printed (parsed later, only where series need aligning).
+    pub timestamp: Option<String>,
+    /// Log level, upper-cased (`INFO`, `WARNING`, `ERROR`, ...).
+    pub level: Option<String>,
+    /// A producer tag that was stripped, such as `TensorRT-LLM` or `kernel`.
+    pub tag: Option<String>,
+}
+
+/// A cleaned line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CleanLine {
+    pub text: String,
+    pub meta: LineMeta,
+}
+
+/// ANSI escape sequences: CSI (`ESC [ ... final`), OSC (`ESC ] ... BEL`), two-byte escapes,
+/// the caret form users paste (`^[[0;36m`), and orphaned SGR codes whose ESC byte was lost.
+static ANSI: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m")
+        .expect("static regex")
+});
+
+struct Prefix {
+    re: Regex,
+    apply: fn(&regex::Captures<'_>, &mut LineMeta),
+}
+
+fn set_ts(c: &regex::Captures<'_>, m: &mut LineMeta) {
+    if let Some(t) = c.name("ts") {
+        m.timestamp
+            .get_or_insert_with(|| t.as_str().trim().to_string());
+    }
+    if let Some(l) = c.name("level") {
+        m.level.get_or_insert_with(|| normalise_level(l.as_str()));
+    }
+    if let Some(r) = c.name("rank").and_then(|r| r.as_str().parse().ok()) {
+        m.rank.get_or_insert(r);
+    }
+    if let Some(p) = c.name("pid").and_then(|r| r.as_str().parse().ok()) {
+        m.pid.get_or_insert(p);
+    }
+    if let Some(p) = c.name("proc") {
+        m.process.get_or_insert_with(|| p.as_str().to_string());
+    }
+    if let Some(t) = c.name("tag") {
+        m.tag.get_or_insert_with(|| t.as_str().to_string());
+    }
+}
+
+fn normalise_level(l: &str) -> String {
+    match l.trim().to_ascii_uppercase().as_str() {
+        "W" | "WARN" | "WARNING" => "WARNING".into(),
+        "E" | "ERR" | "ERROR" => "ERROR".into(),
+        "I" | "INFO" => "INFO".into(),
+        "F" | "FATAL" | "CRITICAL" => "CRITICAL".into(),
+        "D" | "DEBUG" | "TRACE" => "DEBUG".into(),
+        other => other.to_string(),
+    }
+}
+
+const MONTH: &str = r"\p{L}{3,5}\.?";
+
+/// The prefix table. Order matters only for speed: each pass tries all of them.
+static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
+    let p = |re: &str| Prefix {
+        re: Regex::new(re).expect("static regex"),
+        apply: set_ts,
+    };
+    vec![
+        // docker compose: `vllm-1  | `, `api_1 | ` (a service name, spaces, a bar).
+        p(r"^(?P<proc>[A-Za-z0-9][\w.-]{0,62})\s+\|\s?"),
+        // kubectl logs --prefix: `[pod/name-abc/container] `
+        p(r"^\[pod/(?P<proc>[^\]/]+)/[^\]]*\]\s*"),
+        // journald / syslog: `Feb 03 19:57:08 host kernel: `, `Mär 03 ...`, `2024-02-03T19:57:08+0100 host python3[12]: `
+        p(&format!(
+            r"^(?P<ts>(?:{MONTH}\s+\d{{1,2}}|\d{{4}}-\d{{2}}-\d{{2}}T)\s*\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?:[+-]\d{{2}}:?\d{{2}}|Z)?)\s+[\w.-]+\s+(?P<proc>[\w.@/()-]+?)(?:\[(?P<pid>\d+)\])?:\s"
+        )),
+        // dmesg: `[12345.678901] `, dmesg -T: `[Tue May 19 09:42:18 2026] `
+        p(r"^\[\s*(?P<ts>\d+\.\d+)\]\s*"),
+        p(r"^\[(?P<ts>\p{L}{3} \p{L}{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]\s*"),
+        // vLLM: `INFO 04-28 04:07:49 worker.py:232] ` and `INFO 08-22 20:52:36 [gpu_worker.py:563] `
+        p(
+            r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?:\[[\w./-]+:\d+\]|[\w./-]+:\d+\])\s*",
+        ),
+        // vLLM V1 / Ray process tags: `(EngineCore pid=123) `, `(VllmWorker rank=0 pid=4) `,
+        // `(EngineCore_DP0 pid=1) `, `(RayWorkerWrapper pid=1, ip=10.0.0.1) `, `(pid=55) `, `(raylet) `
+        p(
+            r"^\((?:(?P<proc>[A-Za-z_][\w:.-]*)\s*)?(?:rank=(?P<rank>\d+),?\s*)?(?:pid=(?P<pid>\d+))?(?:,\s*ip=[\w.:]+)?\)\s*",
+        ),
+        // torchrun / accelerate: `[rank0]: `, `[rank 3]:`, `[default0]:`, `[RANK 0] `
+        p(r"^\[(?:rank|RANK|default)\s*(?P<rank>\d+)\]:?\s*"),
+        // SGLang: `[2025-01-01 12:00:00 TP0] `, `[2025-01-01 12:00:00 DP1 TP3] `
+        p(
+            r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?:\s+(?:DP|PP|EP)\d+)*(?:\s+TP(?P<rank>\d+))?(?:\s+(?:DP|PP|EP)\d+)*\]\s*",
+        ),
+        // bracketed timestamp + optional level and location (DeepSpeed, many Python loggers):
+        // `[2024-01-01 00:00:00,000] [INFO] [utils.py:791:see_memory_usage] `
+        p(
+            r"^\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]\s*(?:\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*)?(?:\[[\w./-]+:\d+(?::\w+)?\]\s*)?",
+        ),
+        // TensorRT-LLM: `[TensorRT-LLM][INFO] `, `[TRT-LLM] [I] `, `[01/16/2026-06:20:15] `
+        p(r"^\[(?P<tag>TensorRT-LLM)\]\s*(?:\[RANK \d+\]\s*)?\[(?P<level>[A-Z]+)\]\s*"),
+        p(r"^\[(?P<ts>\d{2}/\d{2}/\d{4}-\d{2}:\d{2}:\d{2})\]\s*"),
+        p(r"^\[(?P<tag>TRT-LLM)\]\s*(?:\[RANK (?P<rank>\d+)\]\s*)?\[(?P<level>[A-Z])\]\s*"),
+        // glog / absl: `W0623 18:20:12.602631 2860192 bfc_allocator.cc:514] `
+        p(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s*"),
+        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `
+        p(
+            r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?):?\s+(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
+        ),
+        // TF absl after its timestamp: `: W tensorflow/tsl/framework/bfc_allocator.cc:485] `
+        p(r"^(?P<level>[IWEF])\s+[\w./-]+\.(?:cc|h|cpp):\d+\]\s*"),
+        // TGI tracing targets: `shard-manager: text_generation_launcher: `
+        p(
+            r"^(?:(?:shard-manager|download|webserver|warmup|text_generation_[a-z_]+|text_generation_launcher)(?:\{[^}]*\})?:\s+)+",
+        ),
+        // Python logging: `- name - ERROR - `, `root - INFO - `, `INFO:root:`, `WARNING:__main__:`
+        p(r"^-?\s*[\w.]+\s+-\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+"),
+        p(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
+        // Bare level tags: `[INFO] `, `ERROR: `, `WARNING `
+        p(r"^\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*"),
+        p(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s*|\s+)"),
+        // A source location in brackets: `[utils.py:791:see_memory_usage] `
+        p(r"^\[[\w./-]+\.(?:py|cc|cpp|rs|go):\d+(?::\w+)?\]\s*"),
+    ]
+});
+
+/// Removes ANSI colour codes in all their forms.
+pub fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\x1b') && !text.contains("^[") && !text.contains("m") {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    ANSI.replace_all(text, "")
+}
+
+/// Cleans one raw line: decodes lossily, drops CR and colour codes, strips stacked prefixes.
+pub fn clean_line(raw: &[u8]) -> CleanLine {
+    let text = String::from_utf8_lossy(raw);
+    let text = text.trim_end_matches(['\r', '\n']);
+    let text = strip_ansi(text);
+    let mut meta = LineMeta::default();
+    let stripped = strip_prefixes(&text, &mut meta);
+    CleanLine {
+        text: stripped.to_string(),
+        meta,
+    }
+}
+
+/// Strips stacked prefixes, filling `meta`. Bounded passes: a prefix can never loop.
+pub fn strip_prefixes<'a>(mut text: &'a str, meta: &mut LineMeta) -> &'a str {
+    for _ in 0..10 {
+        let trimmed = text.trim_start_matches([' ', '\t']);
+        let mut progressed = false;
+        for p in PREFIXES.iter() {
+            if let Some(c) = p.re.captures(trimmed) {
+                let whole = c.get(0).map(|m| m.end()).unwrap_or(0);
+                if whole == 0 {
+                    continue;
+                }
+                // A compose-style `name | ` prefix must not eat table rows or llama.cpp's
+                // breakdown lines; those have a `|` with more `|` after it on the line.
+                if p.re.as_str().starts_with(r"^(?P<proc>[A-Za-z0-9]")
+                    && trimmed[whole..].contains(" | ")
+                {
+                    continue;
+                }
+                (p.apply)(&c, meta);
+                text = &trimmed[whole..];
+                progressed = true;
+                break;
+            }
+        }
+        if !progressed {
+            return trimmed;
+        }
+    }
+    text.trim_start()
+}
+
+/// Splits a line that packs a whole traceback with literal `\n` sequences (JSON logs, Python
+/// `repr` of an exception, some log shippers) into its sub-lines, undoing the JSON-style
+/// escapes (`\"`, `\\`, `\t`) those producers add. Returns `None` for an ordinary line.
+pub fn split_packed(text: &str) -> Option<Vec<String>> {
+    if text.len() < 80 || text.matches("\\n").count() < 2 {
+        return None;
+    }
+    Some(
+        text.split("\\n")
+            .map(|s| {
+                s.trim_end_matches("\\r")
+                    .replace("\\\"", "\"")
+                    .replace("\\t", "\t")
+                    .replace("\\\\", "\\")
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clean(s: &str) -> CleanLine {
+        clean_line(s.as_bytes())
+    }
+
+    #[test]
+    fn strips_colour_in_every_form() {
+        assert_eq!(clean("\x1b[0;31mERROR\x1b[0m boom").text, "boom");
+        assert_eq!(
+            clean("^[[0;36mtorch.OutOfMemoryError^[[0m: CUDA").text,
+            "torch.OutOfMemoryError: CUDA"
+        );
+        assert_eq!(clean("[32mhello[0m world").text, "hello world");
+    }
+
+    #[test]
+    fn strips_stacked_prefixes_and_keeps_metadata() {
+        let c = clean(
+            "vllm-1  | (EngineCore pid=5123) ERROR 08-22 20:52:36 [core.py:700] ValueError: boom",
+        );
+        assert_eq!(c.text, "ValueError: boom");
+        assert_eq!(c.meta.pid, Some(5123));
+        assert_eq!(c.meta.process.as_deref(), Some("vllm-1"));
+        assert_eq!(c.meta.level.as_deref(), Some("ERROR"));
+
+        let c = clean("[rank3]: torch.OutOfMemoryError: CUDA out of memory.");
+        assert_eq!(c.meta.rank, Some(3));
+        assert_eq!(c.text, "torch.OutOfMemoryError: CUDA out of memory.");
+
+        let c = clean("INFO 04-28 04:07:49 worker.py:232] Memory profiling takes 3.2 seconds");
+        assert_eq!(c.text, "Memory profiling takes 3.2 seconds");
+
+        let c = clean("(VllmWorker rank=1 pid=777) INFO 08-22 20:52:36 [gpu_worker.py:563] x");
+        assert_eq!(
+            (c.meta.rank, c.meta.pid, c.text.as_str()),
+            (Some(1), Some(777), "x")
+        );
+    }
+
+    #[test]
+    fn kernel_prefixes() {
+        let c = clean(
+            "Feb 03 19:57:08 gpu-node-7 kernel: Out of memory: Killed process 4242 (python3)",
+        );
+        assert_eq!(c.text, "Out of memory: Killed process 4242 (python3)");
+        assert_eq!(c.meta.process.as_deref(), Some("kernel"));
+        let c = clean("[12345.678901] python3 invoked oom-killer: gfp_mask=0x100cca");
+        assert_eq!(c.text, "python3 invoked oom-killer: gfp_mask=0x100cca");
+        let c = clean("Mär 03 19:57:08 host kernel: oom-kill:constraint=CONSTRAINT_MEMCG");
+        assert_eq!(c.text, "oom-kill:constraint=CONSTRAINT_MEMCG");
+        let c =
+            clean("[Tue May 19 09:42:18 2026] Memory cgroup out of memory: Killed process 1 (x)");
+        assert_eq!(c.text, "Memory cgroup out of memory: Killed process 1 (x)");
+    }
+
+    #[test]
+    fn other_engines_prefixes() {
+        assert_eq!(
+            clean("[2025-01-01 12:00:00 TP3] Load weight end.")
+                .meta
+                .rank,
+            Some(3)
+        );
+        assert_eq!(
+            clean("2024-07-13 01:58:23.985593: W tensorflow/tsl/framework/bfc_allocator.cc:485] Allocator (GPU_0_bfc) ran out").text,
+            "Allocator (GPU_0_bfc) ran out"
+        );
+        assert_eq!(
+            clean("2024-06-17T13:18:29.371622Z ERROR shard-manager: text_generation_launcher: Shard complete").text,
+            "Shard complete"
+        );
+        assert_eq!(
+            clean("[TensorRT-LLM][INFO] Loaded engine size: 12 MiB").text,
+            "Loaded engine size: 12 MiB"
+        );
+        assert_eq!(
+            clean("W0623 18:20:12.602631 2860192 bfc_allocator.cc:514] x").text,
+            "x"
+        );
+        assert_eq!(
+            clean("2024-05-01 12:34:56,789 - trainer - ERROR - boom").text,
+            "boom"
+        );
+        assert_eq!(
+            clean("[2024-01-01 00:00:00,000] [INFO] [utils.py:791:see_memory_usage] MA 1 GB").text,
+            "MA 1 GB"
+        );
+    }
+
+    #[test]
+    fn leaves_message_text_alone() {
+        for s in [
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "llama_memory_breakdown_print: | memory breakdown [MiB] | total free |",
+            "| Allocated memory      |   1024 MiB |",
+            "load_tensors: offloaded 33/33 layers to GPU",
+            "  File \"/app/train.py\", line 10, in <module>",
+        ] {
+            assert_eq!(clean(s).text, s.trim_start(), "{s}");
+        }
+    }
+
+    #[test]
+    fn crlf_and_invalid_utf8() {
+        assert_eq!(clean_line(b"abc\r").text, "abc");
+        assert_eq!(clean_line(b"a\xffb").text, "a\u{fffd}b");
+    }
+
+    #[test]
+    fn packed_tracebacks_split() {
+        let line = "Traceback (most recent call last):\\n  File \"a.py\", line 1, in <module>\\n    f()\\ntorch.OutOfMemoryError: CUDA out of memory.";
+        let parts = split_packed(line).unwrap();
+        assert_eq!(parts.len(), 4);
+        assert!(parts[3].starts_with("torch.OutOfMemoryError"));
+        assert!(split_packed("plain line").is_none());
+    }
+}

@@ -1,0 +1,10 @@
+//! Log scanning: the streaming scanner and line clean-up.
+//!
+//! [`scanner`] finds candidate lines fast and in constant memory; [`clean`] turns each
+//! candidate into message text plus prefix metadata for the recognisers in [`crate::engines`].
+
+pub mod clean;
+pub mod scanner;
+
+pub use clean::{CleanLine, LineMeta, clean_line};
+pub use scanner::{Hit, LineSink, ScanStats, scan};

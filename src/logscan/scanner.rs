@@ -1,0 +1,462 @@
+//! The streaming scanner: finds the few interesting lines of a log of any size in constant
+//! memory, at close to the speed the disk can deliver it.
+//!
+//! Most of a crash log is noise (loss values, progress bars, HTTP access lines). Instead of
+//! splitting every line and running regexes on it, the scanner keeps one fixed buffer, runs a
+//! single multi-literal search ([`aho_corasick`]) over whole chunks for the anchors the
+//! recognisers registered, and only for a hit finds the enclosing line and hands it to the
+//! sink together with bounded windows of the bytes before and after it (for tracebacks and
+//! messages wrapped over several lines). Line numbers come from counting newlines between
+//! hits, which the compiler vectorises.
+//!
+//! Memory is bounded by the buffer (`BUF_CAP`) whatever the input size. A line longer than
+//! the buffer (a 1 GiB line without a newline) is scanned in pieces; hits inside it are
+//! delivered with a bounded slice of the line around them.
+
+use std::io::{self, Read};
+
+use aho_corasick::AhoCorasick;
+
+/// Total buffer size. Reads happen in `READ_SIZE` pieces into its free tail.
+const BUF_CAP: usize = 8 << 20;
+/// Keep at least this much of what precedes the scan position for look-back windows.
+pub const LOOKBACK: usize = 256 << 10;
+/// Process a line only when this much of what follows it is already buffered (or EOF).
+pub const LOOKAHEAD: usize = 64 << 10;
+const READ_SIZE: usize = 2 << 20;
+/// A line longer than this is treated as "long" and delivered as a bounded window.
+const LONG_LINE: usize = 2 << 20;
+/// Bytes around a hit delivered for a long line.
+const LONG_LINE_WINDOW: usize = 16 << 10;
+
+/// One hit, as the sink sees it.
+pub struct Hit<'a> {
+    /// 1-based line number.
+    pub line_no: u64,
+    /// The raw line, without its newline (bounded for over-long lines).
+    pub raw: &'a [u8],
+    /// Bytes before the line (up to [`LOOKBACK`]); may start mid-line.
+    pub before: &'a [u8],
+    /// Bytes after the line's newline (up to what is buffered, at least [`LOOKAHEAD`] unless EOF).
+    pub after: &'a [u8],
+    /// Whether `raw` is a window into a longer line.
+    pub truncated: bool,
+}
+
+/// Receives hits in order. Returns how many following lines the hit consumed (a message
+/// wrapped over several lines), so the scanner does not deliver them again as hits.
+pub trait LineSink {
+    fn hit(&mut self, hit: &Hit<'_>) -> u32;
+}
+
+/// What the scan saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    pub bytes: u64,
+    pub lines: u64,
+    pub hits: u64,
+}
+
+/// Counts newlines; written so LLVM vectorises it.
+fn count_newlines(s: &[u8]) -> u64 {
+    let mut n = 0u64;
+    for chunk in s.chunks(4096) {
+        n += chunk.iter().map(|&b| (b == b'\n') as u32).sum::<u32>() as u64;
+    }
+    n
+}
+
+/// Scans `reader` to the end, delivering lines that contain an anchor to `sink`.
+pub fn scan(
+    reader: &mut dyn Read,
+    anchors: &AhoCorasick,
+    sink: &mut dyn LineSink,
+) -> io::Result<ScanStats> {
+    let mut buf = vec![0u8; BUF_CAP];
+    let mut pos = 0usize; // next byte to scan; a line start unless `in_long_line`
+    let mut end = 0usize; // bytes filled
+    let mut eof = false;
+    let mut line_no: u64 = 1; // line number of the line that starts at `pos`
+    let mut skip_lines: u64 = 0; // lines consumed by the previous hit's look-ahead
+    let mut in_long_line = false;
+    let mut stats = ScanStats::default();
+    let max_anchor = anchors.max_pattern_len();
+
+    loop {
+        // Make room and read.
+        if !eof {
+            if BUF_CAP - end < READ_SIZE {
+                let keep_from = pos.saturating_sub(LOOKBACK);
+                buf.copy_within(keep_from..end, 0);
+                pos -= keep_from;
+                end -= keep_from;
+            }
+            let n = read_retrying(reader, &mut buf[end..(end + READ_SIZE).min(BUF_CAP)])?;
+            if n == 0 {
+                eof = true;
+            }
+            end += n;
+            stats.bytes += n as u64;
+        }
+
+        // Decide how far to scan: whole lines whose look-ahead is buffered.
+        let limit = if eof {
+            end
+        } else {
+            let soft = end.saturating_sub(LOOKAHEAD);
+            match (soft > pos)
+                .then(|| memchr::memrchr(b'\n', &buf[pos..soft]))
+                .flatten()
+            {
+                Some(i) => pos + i + 1,
+                None if end - pos >= LONG_LINE => {
+                    // No newline in a long stretch: scan a piece of the long line.
+                    in_long_line = true;
+                    let piece_end = pos + LONG_LINE / 2;
+                    // Matches starting in the overlap are left to the next piece, which holds them whole.
+                    let report_before = piece_end.saturating_sub(max_anchor);
+                    scan_long_piece(
+                        &buf[..end],
+                        pos,
+                        piece_end,
+                        report_before,
+                        line_no,
+                        anchors,
+                        sink,
+                        &mut stats,
+                    );
+                    // Overlap by the longest anchor so one split across pieces is still seen.
+                    pos = piece_end.saturating_sub(max_anchor).max(pos + 1);
+                    continue;
+                }
+                None => continue, // need more data
+            }
+        };
+
+        if in_long_line {
+            // Finish the long line: its remaining bytes up to the first newline.
+            let nl = memchr::memchr(b'\n', &buf[pos..limit]).map(|i| pos + i);
+            let stop = nl.unwrap_or(limit);
+            scan_long_piece(
+                &buf[..end],
+                pos,
+                stop,
+                stop,
+                line_no,
+                anchors,
+                sink,
+                &mut stats,
+            );
+            match nl {
+                Some(n) => {
+                    pos = n + 1;
+                    line_no += 1;
+                    in_long_line = false;
+                }
+                None => {
+                    pos = stop;
+                    if eof {
+                        break;
+                    }
+                    continue;
+                }
+            }
+        }
+
+        // Scan [pos, limit) for anchors.
+        let region_start = pos;
+        let mut counted = pos; // newlines before `counted` are already in `line_no`
+        let mut search_from = pos;
+        while search_from < limit {
+            let Some(m) = anchors.find(&buf[search_from..limit]) else {
+                break;
+            };
+            let at = search_from + m.start();
+            let line_start = memchr::memrchr(b'\n', &buf[region_start.max(counted)..at])
+                .map(|i| region_start.max(counted) + i + 1)
+                .unwrap_or(region_start.max(counted));
+            line_no += count_newlines(&buf[counted..line_start]);
+            counted = line_start;
+            let line_end = memchr::memchr(b'\n', &buf[at..limit])
+                .map(|i| at + i)
+                .unwrap_or(limit);
+            let next = (line_end + 1).min(limit);
+            if skip_lines > 0 && line_no <= skip_lines {
+                search_from = next;
+                continue;
+            }
+            stats.hits += 1;
+            let mut raw = &buf[line_start..line_end];
+            if raw.last() == Some(&b'\r') {
+                raw = &raw[..raw.len() - 1];
+            }
+            let before_start = line_start.saturating_sub(LOOKBACK);
+            let after_end = end.min(next + LOOKAHEAD.max(4096) * 2);
+            let hit = Hit {
+                line_no,
+                raw,
+                before: &buf[before_start..line_start],
+                after: &buf[next.min(end)..after_end],
+                truncated: false,
+            };
+            let consumed = sink.hit(&hit);
+            if consumed > 0 {
+                skip_lines = line_no + consumed as u64;
+            }
+            search_from = next;
+        }
+        line_no += count_newlines(&buf[counted..limit]);
+        pos = limit;
+        if eof && pos >= end {
+            break;
+        }
+    }
+    // A final line without a newline still counts as a line.
+    stats.lines = if stats.bytes == 0 {
+        0
+    } else {
+        line_no - u64::from(ends_with_newline(&buf[..end]))
+    };
+    Ok(stats)
+}
+
+fn ends_with_newline(buf: &[u8]) -> bool {
+    buf.last() == Some(&b'\n')
+}
+
+fn read_retrying(reader: &mut dyn Read, out: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match reader.read(out) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Scans one piece of an over-long line and delivers each hit that starts before
+/// `report_before` with a bounded window.
+#[allow(clippy::too_many_arguments)]
+fn scan_long_piece(
+    buf: &[u8],
+    from: usize,
+    to: usize,
+    report_before: usize,
+    line_no: u64,
+    anchors: &AhoCorasick,
+    sink: &mut dyn LineSink,
+    stats: &mut ScanStats,
+) {
+    let mut search_from = from;
+    while search_from < to {
+        let Some(m) = anchors.find(&buf[search_from..to]) else {
+            break;
+        };
+        let at = search_from + m.start();
+        if at >= report_before {
+            break;
+        }
+        let w_start = at.saturating_sub(LONG_LINE_WINDOW / 4).max(from);
+        let w_end = (at + LONG_LINE_WINDOW).min(to);
+        stats.hits += 1;
+        let hit = Hit {
+            line_no,
+            raw: &buf[w_start..w_end],
+            before: &[],
+            after: &[],
+            truncated: true,
+        };
+        sink.hit(&hit);
+        // One delivery per window: the window already covers nearby hits.
+        search_from = w_end.max(at + 1);
+    }
+}
+
+/// Iterates the complete lines of a look-back window, nearest first.
+pub fn lines_back(before: &[u8]) -> impl Iterator<Item = &[u8]> {
+    // The first line of the window may be partial (the window starts mid-line): drop it
+    // unless the window starts at the beginning of the input, which we cannot tell here, so
+    // keep it only when it is the whole window.
+    let body = before.strip_suffix(b"\n").unwrap_or(before);
+    let first_nl = memchr::memchr(b'\n', body);
+    let complete = match first_nl {
+        Some(i) if before.len() >= LOOKBACK => &body[i + 1..],
+        _ => body,
+    };
+    let mut rest = if before.is_empty() {
+        None
+    } else {
+        Some(complete)
+    };
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memrchr(b'\n', r) {
+            Some(i) => {
+                rest = Some(&r[..i]);
+                Some(strip_cr(&r[i + 1..]))
+            }
+            None => {
+                rest = None;
+                Some(strip_cr(r))
+            }
+        }
+    })
+}
+
+/// Iterates the lines of a look-ahead window, in order.
+pub fn lines_forward(after: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = if after.is_empty() { None } else { Some(after) };
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memchr(b'\n', r) {
+            Some(i) => {
+                rest = if i + 1 < r.len() {
+                    Some(&r[i + 1..])
+                } else {
+                    None
+                };
+                Some(strip_cr(&r[..i]))
+            }
+            None => {
+                rest = None;
+                Some(strip_cr(r))
+            }
+        }
+    })
+}
+
+fn strip_cr(s: &[u8]) -> &[u8] {
+    s.strip_suffix(b"\r").unwrap_or(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Collect(Vec<(u64, String, usize, usize)>);
+    impl LineSink for Collect {
+        fn hit(&mut self, h: &Hit<'_>) -> u32 {
+            self.0.push((
+                h.line_no,
+                String::from_utf8_lossy(h.raw).into_owned(),
+                h.before.len(),
+                h.after.len(),
+            ));
+            0
+        }
+    }
+
+    fn ac(pats: &[&str]) -> AhoCorasick {
+        AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .build(pats)
+            .unwrap()
+    }
+
+    #[test]
+    fn finds_lines_with_numbers() {
+        let text = "a\nb OOM here\nc\nd\nout of memory\n";
+        let mut sink = Collect(vec![]);
+        let stats = scan(
+            &mut text.as_bytes(),
+            &ac(&["oom", "out of memory"]),
+            &mut sink,
+        )
+        .unwrap();
+        let got: Vec<(u64, &str)> = sink.0.iter().map(|(l, s, ..)| (*l, s.as_str())).collect();
+        assert_eq!(got, vec![(2, "b OOM here"), (5, "out of memory")]);
+        assert_eq!(stats.lines, 5);
+        assert_eq!(stats.hits, 2);
+    }
+
+    #[test]
+    fn one_delivery_per_line_and_no_trailing_newline() {
+        let text = "x oom oom oom\r\nlast oom";
+        let mut sink = Collect(vec![]);
+        let stats = scan(&mut text.as_bytes(), &ac(&["oom"]), &mut sink).unwrap();
+        assert_eq!(sink.0.len(), 2);
+        assert_eq!(sink.0[0].1, "x oom oom oom");
+        assert_eq!(sink.0[1].0, 2);
+        assert_eq!(stats.lines, 2);
+    }
+
+    #[test]
+    fn line_numbers_survive_buffer_shifts() {
+        // ~30 MB over many reads; hits spread throughout.
+        let mut text = String::new();
+        let mut want = vec![];
+        for i in 1..=400_000u64 {
+            if i % 50_000 == 0 {
+                text.push_str("Killed process 1 (python)\n");
+                want.push(i);
+            } else {
+                text.push_str(
+                    "step 123 loss 0.123456 lr 1e-4 grad_norm 1.0 tokens/s 12345.6 ........\n",
+                );
+            }
+        }
+        let mut sink = Collect(vec![]);
+        let stats = scan(&mut text.as_bytes(), &ac(&["killed process"]), &mut sink).unwrap();
+        let got: Vec<u64> = sink.0.iter().map(|h| h.0).collect();
+        assert_eq!(got, want);
+        assert_eq!(stats.lines, 400_000);
+        // Windows are bounded.
+        assert!(
+            sink.0
+                .iter()
+                .all(|h| h.2 <= LOOKBACK && h.3 <= 4 * LOOKAHEAD)
+        );
+    }
+
+    #[test]
+    fn over_long_lines_are_windowed() {
+        let mut text = vec![b'x'; 5 << 20];
+        text.extend_from_slice(b" out of memory ");
+        text.extend(std::iter::repeat_n(b'y', 3 << 20));
+        text.extend_from_slice(b"\nsecond out of memory\n");
+        let mut sink = Collect(vec![]);
+        let stats = scan(&mut &text[..], &ac(&["out of memory"]), &mut sink).unwrap();
+        assert_eq!(sink.0.len(), 2);
+        assert!(sink.0[0].1.contains("out of memory") && sink.0[0].1.len() <= LONG_LINE_WINDOW * 2);
+        assert_eq!(
+            sink.0[1],
+            (
+                2,
+                "second out of memory".to_string(),
+                sink.0[1].2,
+                sink.0[1].3
+            )
+        );
+        assert_eq!(stats.lines, 2);
+    }
+
+    #[test]
+    fn consumed_lines_are_not_delivered_again() {
+        struct Consume(Vec<u64>);
+        impl LineSink for Consume {
+            fn hit(&mut self, h: &Hit<'_>) -> u32 {
+                self.0.push(h.line_no);
+                2
+            }
+        }
+        let text = "oom 1\noom 2\noom 3\noom 4\n";
+        let mut sink = Consume(vec![]);
+        scan(&mut text.as_bytes(), &ac(&["oom"]), &mut sink).unwrap();
+        assert_eq!(sink.0, vec![1, 4]);
+    }
+
+    #[test]
+    fn windows_iterate_lines() {
+        let before = b"one\ntwo\nthree\n";
+        assert_eq!(
+            lines_back(before).collect::<Vec<_>>(),
+            vec![&b"three"[..], b"two", b"one"]
+        );
+        let after = b"four\r\nfive\nsix";
+        assert_eq!(
+            lines_forward(after).collect::<Vec<_>>(),
+            vec![&b"four"[..], b"five", b"six"]
+        );
+        assert_eq!(lines_back(b"").count(), 0);
+    }
+}

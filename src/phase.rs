@@ -1,0 +1,457 @@
+//! When the failure hit: model load, engine start-up, CUDA-graph capture, warm-up, the first
+//! step, steady state, backward, the optimizer step, generation, evaluation, serving.
+//!
+//! The phase decides which advice points the right way: an OOM while loading weights is
+//! about the model's size, the same OOM after 5,000 steps is not; a vLLM engine that fails at
+//! start-up needs a *larger* memory budget, one that fails while serving needs a smaller one.
+//!
+//! Evidence, strongest first:
+//! 1. the traceback right above the error (the frames say `from_pretrained`, `backward`,
+//!    `optimizer.step`, `generate`, `capture_model`, ...);
+//! 2. the latest phase marker a recogniser saw ("Loading checkpoint shards", "Capturing CUDA
+//!    graphs"), if no training progress was logged after it;
+//! 3. progress counters in the lines before the failure (tqdm `450/1000`, `step 1200`,
+//!    `{'loss': ..., 'epoch': 1.3}`): several steps done means steady state.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::engines::PhaseMark;
+use crate::logscan::clean::CleanLine;
+
+/// Stable phase identifiers (the JSON `phase` field).
+pub mod id {
+    pub const MODEL_LOAD: &str = "model-load";
+    pub const ENGINE_STARTUP: &str = "engine-startup";
+    pub const CUDA_GRAPH_CAPTURE: &str = "cuda-graph-capture";
+    pub const WARMUP: &str = "warmup";
+    pub const FIRST_STEP: &str = "first-step";
+    pub const STEADY_STATE: &str = "steady-state";
+    pub const BACKWARD: &str = "backward";
+    pub const OPTIMIZER_STEP: &str = "optimizer-step";
+    pub const GENERATION: &str = "generation";
+    pub const EVALUATION: &str = "evaluation";
+    pub const SERVING: &str = "serving";
+    pub const UNKNOWN: &str = "unknown";
+}
+
+/// Every phase id with a one-line meaning, for docs and `oomdoctor explain`.
+pub const PHASES: &[(&str, &str)] = &[
+    (
+        id::MODEL_LOAD,
+        "loading weights onto the device (from_pretrained, load_state_dict, .to()/.cuda())",
+    ),
+    (
+        id::ENGINE_STARTUP,
+        "an inference engine sizing its memory: profiling, allocating the KV cache",
+    ),
+    (id::CUDA_GRAPH_CAPTURE, "capturing CUDA graphs"),
+    (id::WARMUP, "warm-up / dummy batches before serving"),
+    (id::FIRST_STEP, "the first training or inference step"),
+    (id::STEADY_STATE, "after many steps or epochs had completed"),
+    (id::BACKWARD, "the backward pass"),
+    (
+        id::OPTIMIZER_STEP,
+        "the optimizer step (state allocated on the first one)",
+    ),
+    (id::GENERATION, "generation with a growing cache"),
+    (id::EVALUATION, "evaluation / validation"),
+    (id::SERVING, "an inference server handling requests"),
+    (id::UNKNOWN, "the log does not say"),
+];
+
+/// The decision and what it rested on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseDecision {
+    pub phase: &'static str,
+    /// The frame or line that decided it.
+    pub evidence: Option<String>,
+    pub steps_completed: Option<u64>,
+    pub epoch: Option<u64>,
+}
+
+/// Frame keywords, in priority order: the first class any frame matches wins. Function names
+/// match exactly; file fragments match anywhere in the path.
+struct FrameClass {
+    phase: &'static str,
+    functions: &'static [&'static str],
+    files: &'static [&'static str],
+}
+
+const FRAME_CLASSES: &[FrameClass] = &[
+    FrameClass {
+        phase: id::CUDA_GRAPH_CAPTURE,
+        functions: &[
+            "capture_model",
+            "_capture_cudagraphs",
+            "capture",
+            "cuda_graph_warmup",
+            "warmup_cuda_graphs",
+        ],
+        files: &["cuda_graph_runner.py", "cudagraph"],
+    },
+    FrameClass {
+        phase: id::ENGINE_STARTUP,
+        functions: &[
+            "profile_run",
+            "determine_available_memory",
+            "determine_num_available_blocks",
+            "_initialize_kv_caches",
+            "initialize_kv_cache",
+            "_allocate_kv_cache",
+            "_allocate_kv_cache_tensors",
+            "init_memory_pool",
+            "_dummy_sampler_run",
+            "_dummy_pooler_run",
+        ],
+        files: &["cache_engine.py", "kv_cache_utils.py"],
+    },
+    FrameClass {
+        phase: id::WARMUP,
+        functions: &["warmup", "_warmup", "warm_up", "compile_or_warm_up_model"],
+        files: &[],
+    },
+    FrameClass {
+        phase: id::MODEL_LOAD,
+        functions: &[
+            "from_pretrained",
+            "load_state_dict",
+            "_load_state_dict_into_meta_model",
+            "_load_pretrained_model",
+            "load_checkpoint",
+            "load_checkpoint_and_dispatch",
+            "load_model",
+            "load_weights",
+            "_load_from_state_dict",
+            "dispatch_model",
+            "init_weight",
+            "init_weight_list",
+            "cuda",
+        ],
+        files: &["safetensors", "model_loader", "modeling_utils.py"],
+    },
+    FrameClass {
+        phase: id::BACKWARD,
+        functions: &[
+            "backward",
+            "_engine_run_backward",
+            "run_backward",
+            "_backward",
+        ],
+        files: &["torch/autograd/", "torch\\autograd\\"],
+    },
+    FrameClass {
+        phase: id::OPTIMIZER_STEP,
+        functions: &[
+            "_multi_tensor_adam",
+            "_single_tensor_adam",
+            "_multi_tensor_adamw",
+            "adamw",
+            "adam",
+            "_init_group",
+            "optimizer_step",
+            "_fused_adamw",
+        ],
+        files: &["torch/optim/", "torch\\optim\\", "bitsandbytes/optim"],
+    },
+    FrameClass {
+        phase: id::EVALUATION,
+        functions: &[
+            "evaluate",
+            "evaluation_loop",
+            "prediction_step",
+            "prediction_loop",
+            "validation_step",
+            "validate",
+            "eval_step",
+            "_evaluate",
+            "test_step",
+        ],
+        files: &[],
+    },
+    FrameClass {
+        phase: id::GENERATION,
+        functions: &[
+            "generate",
+            "_sample",
+            "sample",
+            "greedy_search",
+            "beam_search",
+            "_beam_search",
+            "_assisted_decoding",
+            "generate_step",
+        ],
+        files: &["generation/utils.py"],
+    },
+    FrameClass {
+        phase: id::SERVING,
+        functions: &[
+            "execute_model",
+            "step_with_batch_queue",
+            "run_engine_core",
+            "process_input_sockets",
+            "forward_batch_generation",
+            "run_batch",
+        ],
+        files: &[],
+    },
+];
+
+/// Training-loop frames: the failure is inside a step, whose number decides first vs steady.
+const STEP_FUNCTIONS: &[&str] = &[
+    "training_step",
+    "train_step",
+    "_inner_training_loop",
+    "fit_loop",
+    "train_one_epoch",
+    "run_training_epoch",
+    "training_loop",
+];
+
+static FRAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#)
+        .expect("static regex")
+});
+static TQDM: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[").expect("static regex"));
+static STEP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b")
+        .expect("static regex")
+});
+static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)")
+        .expect("static regex")
+});
+static LOSS_LOG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\{'loss': |\bloss[=:]\s*\d").expect("static regex"));
+
+fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
+    let base = func.rsplit('.').next().unwrap_or(func);
+    FRAME_CLASSES
+        .iter()
+        .find(|c| c.functions.contains(&base) || c.files.iter().any(|f| file.contains(f)))
+        .map(|c| c.phase)
+}
+
+/// Decides the phase of a failure.
+///
+/// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
+/// scanner's look-back window). `marker` is the latest phase marker and how many lines
+/// before the failure it was (`None` if it was outside the window or never seen).
+pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> PhaseDecision {
+    // 1. The traceback directly above the error: frames up to the "Traceback" header.
+    let mut frames: Vec<(String, String)> = Vec::new();
+    let mut saw_frames = false;
+    for l in preceding.iter().take(400) {
+        let t = l.text.trim_start();
+        if let Some(c) = FRAME.captures(&l.text) {
+            frames.push((c["file"].to_string(), c["func"].to_string()));
+            saw_frames = true;
+            continue;
+        }
+        if t.starts_with("Traceback (most recent call last)") {
+            break;
+        }
+        // Between the frames sit source lines and `^^^^` markers; after the exception line we
+        // may also see chained-exception banners. Stop at the banner of a previous exception.
+        if saw_frames
+            && (t.starts_with("During handling of the above exception")
+                || t.starts_with("The above exception was the direct cause"))
+        {
+            break;
+        }
+    }
+    let mut steps = None;
+    let mut epoch = None;
+    let mut last_progress_distance: Option<u64> = None;
+    let mut saw_loss_log = false;
+    for (distance, l) in preceding.iter().enumerate() {
+        let t = &l.text;
+        let mut progress = false;
+        if let Some(c) = TQDM.captures(t) {
+            if let Ok(n) = c["cur"].parse::<u64>() {
+                steps = Some(steps.unwrap_or(0u64).max(n));
+                progress = true;
+            }
+        } else if let Some(c) = STEP.captures(t) {
+            if !t.contains("File \"") {
+                if let Ok(n) = c["n"].parse::<u64>() {
+                    if n < 100_000_000 {
+                        steps = Some(steps.unwrap_or(0u64).max(n));
+                        progress = true;
+                    }
+                }
+            }
+        }
+        if LOSS_LOG.is_match(t) {
+            saw_loss_log = true;
+            progress = true;
+            steps = Some(steps.unwrap_or(1).max(1));
+        }
+        if let Some(c) = EPOCH.captures(t) {
+            if let Ok(e) = c["n"].parse::<f64>() {
+                epoch = Some(epoch.unwrap_or(0u64).max(e.floor() as u64));
+            }
+        }
+        if progress && last_progress_distance.is_none() {
+            last_progress_distance = Some(distance as u64 + 1);
+        }
+    }
+    let steady = steps.is_some_and(|s| s >= 2)
+        || epoch.is_some_and(|e| e >= 1)
+        || saw_loss_log && steps.is_some_and(|s| s >= 2);
+
+    // Frames: the outermost-decisive class, in priority order.
+    let mut best: Option<(usize, &'static str, String)> = None;
+    let mut in_training_step = false;
+    for (file, func) in &frames {
+        if STEP_FUNCTIONS.contains(&func.as_str()) {
+            in_training_step = true;
+        }
+        if let Some(p) = frame_phase(file, func) {
+            let rank = FRAME_CLASSES
+                .iter()
+                .position(|c| c.phase == p)
+                .unwrap_or(usize::MAX);
+            if best.as_ref().is_none_or(|(r, ..)| rank < *r) {
+                best = Some((rank, p, format!("{func} ({file})")));
+            }
+        }
+    }
+    // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
+    if let Some((_, p, ev)) = &best {
+        let load_by_move =
+            *p == id::MODEL_LOAD && (ev.starts_with("cuda ") || ev.starts_with("to "));
+        if !(load_by_move && in_training_step) {
+            return PhaseDecision {
+                phase: p,
+                evidence: Some(format!("traceback frame {ev}")),
+                steps_completed: steps,
+                epoch,
+            };
+        }
+    }
+
+    // 2. A marker that no training progress followed.
+    if let Some((mark, distance)) = marker {
+        let progress_after = last_progress_distance.is_some_and(|d| d < distance);
+        if !progress_after {
+            let phase = match mark {
+                PhaseMark::ModelLoad => id::MODEL_LOAD,
+                PhaseMark::EngineStartup => id::ENGINE_STARTUP,
+                PhaseMark::CudaGraphCapture => id::CUDA_GRAPH_CAPTURE,
+                PhaseMark::Warmup => id::WARMUP,
+                PhaseMark::TrainingStart => id::FIRST_STEP,
+                PhaseMark::Evaluation => id::EVALUATION,
+                PhaseMark::Generation => id::GENERATION,
+                PhaseMark::Serving => id::SERVING,
+            };
+            let phase = if phase == id::FIRST_STEP && steady {
+                id::STEADY_STATE
+            } else {
+                phase
+            };
+            return PhaseDecision {
+                phase,
+                evidence: Some(format!("log marker {mark:?}, {distance} lines before")),
+                steps_completed: steps,
+                epoch,
+            };
+        }
+    }
+
+    // 3. Progress counters.
+    if steady {
+        return PhaseDecision {
+            phase: id::STEADY_STATE,
+            evidence: Some(format!(
+                "{} steps completed before the failure",
+                steps.unwrap_or(0)
+            )),
+            steps_completed: steps,
+            epoch,
+        };
+    }
+    if in_training_step || steps.is_some() {
+        return PhaseDecision {
+            phase: id::FIRST_STEP,
+            evidence: Some("inside the first training step".into()),
+            steps_completed: steps,
+            epoch,
+        };
+    }
+    PhaseDecision {
+        phase: id::UNKNOWN,
+        evidence: None,
+        steps_completed: steps,
+        epoch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::logscan::clean::clean_line;
+
+    /// Lines in file order; `decide` wants them nearest-first.
+    fn pre(text: &str) -> Vec<CleanLine> {
+        text.lines()
+            .rev()
+            .map(|l| clean_line(l.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn traceback_frames_decide() {
+        let tb = r#"Traceback (most recent call last):
+  File "/app/train.py", line 88, in <module>
+    model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float32)
+  File "/usr/lib/python3/site-packages/transformers/modeling_utils.py", line 4100, in from_pretrained
+    model = cls(config)
+  File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", line 1150, in to
+    return self._apply(convert)"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+
+        let tb = r#"{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.4}
+ 45%|████▌     | 450/1000 [10:00<12:00,  1.2s/it]
+Traceback (most recent call last):
+  File "train.py", line 10, in <module>
+    trainer.train()
+  File "/site-packages/transformers/trainer.py", line 3000, in training_step
+    self.accelerator.backward(loss)
+  File "/site-packages/torch/_tensor.py", line 520, in backward
+    torch.autograd.backward("#;
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::BACKWARD);
+        assert_eq!(d.steps_completed, Some(450));
+    }
+
+    #[test]
+    fn markers_and_steps() {
+        let d = decide(
+            &pre("Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03]"),
+            Some((PhaseMark::ModelLoad, 1)),
+        );
+        assert_eq!(d.phase, id::MODEL_LOAD);
+        let d = decide(
+            &pre("step 1200 loss 2.1\nstep 1210 loss 2.0"),
+            Some((PhaseMark::ModelLoad, 500)),
+        );
+        assert_eq!(d.phase, id::STEADY_STATE);
+        assert_eq!(d.steps_completed, Some(1210));
+        let d = decide(&pre("Epoch 0: 0%|          | 0/500 [00:00<?, ?it/s]"), None);
+        assert_eq!(d.phase, id::FIRST_STEP);
+        assert_eq!(decide(&pre("hello"), None).phase, id::UNKNOWN);
+    }
+
+    #[test]
+    fn moving_a_batch_inside_a_step_is_not_loading() {
+        let tb = r#"Traceback (most recent call last):
+  File "train.py", line 40, in train_one_epoch
+    x = x.cuda()
+  File "train.py", line 12, in cuda
+    pass"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::FIRST_STEP);
+    }
+}

@@ -1,0 +1,496 @@
+//! The human report: what ran out, why, what to change, with the log lines that prove it.
+//!
+//! The evidence lines are rendered by miette's graphical handler, so the numbers the verdict
+//! rests on are underlined and labelled in the line the user pasted. Long lines (a PyTorch
+//! OOM message is ~500 characters) are cropped around the labels.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use miette::{
+    Diagnostic, GraphicalReportHandler, GraphicalTheme, LabeledSpan, MietteError,
+    MietteSpanContents, SourceCode, SourceSpan, SpanContents,
+};
+
+use crate::evidence::{Facts, Provenance};
+use crate::report::{Diagnosis, EvidenceItem, IncidentReport};
+use crate::units::format_bytes;
+
+/// Terminal styling, off when output is not a terminal.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    pub color: bool,
+    pub width: usize,
+}
+
+impl Style {
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_string()
+        }
+    }
+    fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    fn red(&self, s: &str) -> String {
+        self.paint("1;31", s)
+    }
+    fn green(&self, s: &str) -> String {
+        self.paint("32", s)
+    }
+    fn yellow(&self, s: &str) -> String {
+        self.paint("33", s)
+    }
+    fn cyan(&self, s: &str) -> String {
+        self.paint("36", s)
+    }
+}
+
+/// A cropped excerpt of one log line that reports its real line number to miette.
+#[derive(Debug)]
+struct Excerpt {
+    name: String,
+    /// 0-based line number of the excerpt's line.
+    line: usize,
+    /// Columns of the real line that the crop removed (minus the `…` marker).
+    column_shift: isize,
+    text: String,
+}
+
+impl SourceCode for Excerpt {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        before: usize,
+        after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let inner = self.text.read_span(span, before, after)?;
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line() + self.line,
+            (inner.column() as isize + self.column_shift).max(0) as usize,
+            inner.line_count(),
+        )))
+    }
+}
+
+#[derive(Debug)]
+struct Snippet {
+    src: Excerpt,
+    labels: Vec<LabeledSpan>,
+}
+
+impl std::fmt::Display for Snippet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("")
+    }
+}
+impl std::error::Error for Snippet {}
+impl Diagnostic for Snippet {
+    fn source_code(&self) -> Option<&dyn SourceCode> {
+        Some(&self.src)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        Some(Box::new(self.labels.clone().into_iter()))
+    }
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(miette::Severity::Advice)
+    }
+}
+
+/// A label on an excerpt: byte range and text.
+type Label = (usize, usize, String);
+
+/// Splits the labels of one line into windows of at most `max` bytes and crops the line to
+/// each window. Returns (excerpt, labels shifted into it) per window.
+fn crop(text: &str, labels: &[Label], max: usize) -> Vec<(String, Vec<Label>, isize)> {
+    if text.len() <= max {
+        return vec![(text.to_string(), labels.to_vec(), 0)];
+    }
+    let mut sorted = labels.to_vec();
+    sorted.sort_by_key(|l| l.0);
+    // Greedy clusters of labels that fit one window together.
+    let mut clusters: Vec<Vec<Label>> = Vec::new();
+    for l in sorted {
+        match clusters.last_mut() {
+            Some(c) if l.1.saturating_sub(c[0].0) <= max.saturating_sub(8) => c.push(l),
+            _ => clusters.push(vec![l]),
+        }
+    }
+    if clusters.is_empty() {
+        clusters.push(Vec::new());
+    }
+    clusters
+        .into_iter()
+        .map(|c| {
+            let lo = c.first().map(|l| l.0).unwrap_or(0);
+            let hi = c.iter().map(|l| l.1).max().unwrap_or(0).max(lo);
+            let spare = max.saturating_sub(hi - lo);
+            let mut start = lo.saturating_sub(spare / 4);
+            let mut end = (start + max).min(text.len()).max(hi.min(text.len()));
+            // Prefer to start at a word boundary.
+            if let Some(sp) = text[..start].rfind(' ') {
+                if start - sp < 12 {
+                    start = sp + 1;
+                }
+            }
+            while start > 0 && !text.is_char_boundary(start) {
+                start -= 1;
+            }
+            while end < text.len() && !text.is_char_boundary(end) {
+                end += 1;
+            }
+            let (prefix, suffix) = (
+                if start > 0 { "…" } else { "" },
+                if end < text.len() { "…" } else { "" },
+            );
+            let out = format!("{prefix}{}{suffix}", &text[start..end]);
+            let shift = prefix.len();
+            let kept = c
+                .into_iter()
+                .filter(|l| l.0 >= start && l.1 <= end)
+                .map(|l| (l.0 - start + shift, l.1 - start + shift, l.2))
+                .collect();
+            (out, kept, start as isize - 1)
+        })
+        .collect()
+}
+
+/// Renders the evidence lines of an incident: one snippet per source line, labelled.
+fn snippets(report: &IncidentReport, style: &Style) -> String {
+    // Group the facts behind the evidence by (input, line), keeping spans.
+    let mut lines: BTreeMap<(String, u64), (String, Vec<Label>)> = BTreeMap::new();
+    let mut order: Vec<(String, u64)> = Vec::new();
+    let mut add = |p: &Provenance, label: Option<String>| {
+        let (Some(line), Some(text)) = (p.line, p.text.as_ref()) else {
+            return;
+        };
+        let key = (p.input.to_string(), line);
+        let entry = lines.entry(key.clone()).or_insert_with(|| {
+            order.push(key.clone());
+            (text.to_string(), Vec::new())
+        });
+        if let (Some(span), Some(label)) = (p.span, label) {
+            if span.1 <= entry.0.len() && !entry.1.iter().any(|l| l.0 == span.0) {
+                entry.1.push((span.0, span.1, label));
+            }
+        }
+    };
+    add(
+        &Provenance {
+            span: None,
+            ..first_source(report)
+        },
+        None,
+    );
+    for ev in &report.evidence {
+        for fact in &ev.facts {
+            // The first source is enough: other ranks' copies repeat the same line.
+            if let Some(s) = report.facts.get(fact).and_then(|f| f.sources.first()) {
+                add(s, Some(label_for(&report.facts, fact)));
+            }
+        }
+    }
+    let theme = if style.color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_width(style.width.max(60))
+        .with_context_lines(1);
+    let mut out = String::new();
+    for key in order.iter().take(4) {
+        let Some((text, labels)) = lines.get(key) else {
+            continue;
+        };
+        for (excerpt, labels, column_shift) in
+            crop(text, labels, style.width.saturating_sub(16).max(50))
+        {
+            let mut spans: Vec<LabeledSpan> = labels
+                .iter()
+                .map(|(s, e, l)| LabeledSpan::new(Some(l.clone()), *s, e - s))
+                .collect();
+            if spans.is_empty() {
+                spans.push(LabeledSpan::new(None, 0, excerpt.len()));
+            }
+            let snippet = Snippet {
+                src: Excerpt {
+                    name: key.0.clone(),
+                    line: key.1.saturating_sub(1) as usize,
+                    column_shift,
+                    text: excerpt,
+                },
+                labels: spans,
+            };
+            let mut s = String::new();
+            if handler.render_report(&mut s, &snippet).is_ok() {
+                // Drop miette's empty message line; keep the snippet.
+                for l in s
+                    .lines()
+                    .filter(|l| !l.trim().is_empty() && l.trim() != "☞")
+                {
+                    let _ = writeln!(out, "  {l}");
+                }
+            }
+        }
+    }
+    out
+}
+
+fn first_source(report: &IncidentReport) -> Provenance {
+    for name in ["failure.kind", "oom.requested_bytes"] {
+        if let Some(f) = report.facts.get(name) {
+            if let Some(s) = f.sources.first() {
+                return s.clone();
+            }
+        }
+    }
+    Provenance {
+        input: report.location.input.as_str().into(),
+        line: report.location.line,
+        text: None,
+        span: None,
+        locator: None,
+    }
+}
+
+fn label_for(facts: &Facts, name: &str) -> String {
+    let short = name
+        .rsplit('.')
+        .next()
+        .unwrap_or(name)
+        .trim_end_matches("_bytes")
+        .replace('_', " ");
+    match facts.display(name) {
+        Some(v) => format!("{short}: {v}"),
+        None => short,
+    }
+}
+
+fn headline(r: &IncidentReport) -> String {
+    let mut parts = vec![r.kind.clone()];
+    if let Some(d) = r.device {
+        parts.push(format!("GPU {d}"));
+    }
+    if r.engine != "unknown" {
+        parts.push(r.engine.clone());
+    }
+    let mut phase = r.phase.clone();
+    if let Some(s) = r.facts.num("phase.steps_completed") {
+        if s >= 1.0 {
+            phase.push_str(&format!(" (after {} steps)", s as u64));
+        }
+    }
+    parts.push(format!("phase {phase}"));
+    if let Some(b) = r.requested_bytes {
+        parts.push(format!("requested {}", format_bytes(b)));
+    }
+    if r.copies > 1 {
+        let ranks = if r.ranks.len() > 1 {
+            format!(
+                " across ranks {}",
+                r.ranks
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            String::new()
+        };
+        parts.push(format!("seen {}×{ranks}", r.copies));
+    }
+    parts.join(" · ")
+}
+
+fn evidence_block(items: &[EvidenceItem], style: &Style, out: &mut String) {
+    for e in items {
+        let w = if e.weight >= 0.0 {
+            style.green(&format!("+{:<4}", fmt_weight(e.weight)))
+        } else {
+            style.yellow(&format!("{:<5}", fmt_weight(e.weight)))
+        };
+        let place = match e.line {
+            Some(l) => format!("{}:{l}", e.input),
+            None => e
+                .sources
+                .first()
+                .map(|s| s.short())
+                .unwrap_or_else(|| e.input.clone()),
+        };
+        let _ = writeln!(out, "    {w} {}  {}", e.text, style.dim(&place));
+    }
+}
+
+fn fmt_weight(w: f64) -> String {
+    if w.fract() == 0.0 {
+        format!("{}", w as i64)
+    } else {
+        format!("{w:.1}")
+    }
+}
+
+/// Renders a whole diagnosis.
+pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
+    let mut out = String::new();
+    let inputs: Vec<String> = d
+        .inputs
+        .iter()
+        .map(|i| match i.lines {
+            Some(l) => format!("{} ({} lines)", i.name, l),
+            None => format!("{} ({})", i.name, i.kind),
+        })
+        .collect();
+    if d.incidents.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} no out-of-memory incident found in {}",
+            style.green("✓"),
+            if inputs.is_empty() {
+                "the input".into()
+            } else {
+                inputs.join(", ")
+            }
+        );
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{} {} in {}",
+        style.bold("oomdoctor:"),
+        if d.incidents.len() == 1 {
+            "1 incident".to_string()
+        } else {
+            format!("{} incidents", d.incidents.len())
+        },
+        inputs.join(", ")
+    );
+    for r in &d.incidents {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} {} {}",
+            style.red(&format!("✖ {}", r.cause)),
+            style.bold(&format!("(confidence {:.2})", r.confidence)),
+            r.summary
+        );
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!("incident {} · {}", r.id, headline(r)))
+        );
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!(
+                "first seen at {}{}",
+                r.location.input,
+                r.location.line.map(|l| format!(":{l}")).unwrap_or_default()
+            ))
+        );
+        out.push_str(&snippets(r, style));
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.bold(&format!("Why {}: {}", r.cause, r.title.to_lowercase()))
+        );
+        evidence_block(&r.evidence, style, &mut out);
+        if !r.fixes.is_empty() {
+            let _ = writeln!(
+                out,
+                "  {}",
+                style.bold("What to change, most likely to help first")
+            );
+            for f in &r.fixes {
+                let _ = writeln!(out, "    {}. {}", f.rank, f.title);
+                let _ = writeln!(out, "       {}", style.cyan(&f.action));
+                if let Some(why) = &f.why {
+                    let _ = writeln!(out, "       {}", style.dim(why));
+                }
+                if explain {
+                    for v in &f.values {
+                        let from: Vec<String> = v
+                            .from
+                            .iter()
+                            .map(|ff| {
+                                let at = ff.sources.first().map(|s| s.short()).unwrap_or_default();
+                                format!("{} = {} ({at})", ff.fact, ff.value)
+                            })
+                            .collect();
+                        let _ = writeln!(
+                            out,
+                            "       {}",
+                            style.dim(&format!(
+                                "{} = {} from {}",
+                                v.expr,
+                                v.display,
+                                from.join(", ")
+                            ))
+                        );
+                    }
+                }
+            }
+        }
+        if !r.alternatives.is_empty() {
+            let _ = writeln!(out, "  {}", style.bold("Also considered"));
+            for a in &r.alternatives {
+                let _ = writeln!(
+                    out,
+                    "    {} {:.2}  {}",
+                    a.cause,
+                    a.confidence,
+                    style.dim(&a.summary)
+                );
+                if explain {
+                    evidence_block(&a.evidence, style, &mut out);
+                }
+            }
+        }
+        if explain {
+            let _ = writeln!(out, "  {}", style.bold("Facts"));
+            for (name, fact) in r.facts.iter() {
+                let where_ = fact.sources.first().map(|s| s.short()).unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "    {name} = {}  {}",
+                    r.facts.display(name).unwrap_or_default(),
+                    style.dim(&where_)
+                );
+            }
+        }
+    }
+    if !d.errors.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} {} input(s) could not be read (see above)",
+            style.yellow("!"),
+            d.errors.len()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crop_keeps_labels_visible() {
+        let text = format!("{}TARGET{}", "a".repeat(300), "b".repeat(300));
+        let windows = crop(&text, &[(300, 306, "x".into())], 80);
+        let (ex, labels, _) = &windows[0];
+        assert!(ex.len() <= 80 + 6);
+        assert_eq!(&ex[labels[0].0..labels[0].1], "TARGET");
+        let windows = crop(&text, &[(10, 16, "a".into()), (500, 506, "b".into())], 80);
+        assert_eq!(windows.len(), 2, "far-apart labels get a window each");
+    }
+}

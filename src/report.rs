@@ -1,0 +1,167 @@
+//! The diagnosis model: what oomdoctor concluded, as plain data.
+//!
+//! Renderers print it; `--format json` serialises it as is. That makes this module a
+//! public API: field names and meanings follow `schema/diagnosis-v1.json` and change only
+//! with a new `schema_version`.
+
+use serde::Serialize;
+
+use crate::cause::Cause;
+use crate::evidence::{Facts, Provenance};
+use crate::rules::{Direction, FixKind, FixValue};
+
+/// Version of the JSON contract.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything oomdoctor concluded from its inputs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diagnosis {
+    pub schema_version: u32,
+    pub tool: ToolInfo,
+    pub inputs: Vec<InputReport>,
+    /// Most confident first.
+    pub incidents: Vec<IncidentReport>,
+    /// Inputs that could not be read (the run still reports the others).
+    pub errors: Vec<InputErrorReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolInfo {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+impl Default for ToolInfo {
+    fn default() -> Self {
+        ToolInfo {
+            name: "oomdoctor",
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+/// One input and what was read from it.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputReport {
+    pub name: String,
+    /// `log`, `snapshot`, `series`, `model`.
+    pub kind: &'static str,
+    pub bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lines: Option<u64>,
+    pub compressed: bool,
+    pub incidents: usize,
+}
+
+/// An input that could not be read.
+#[derive(Clone, Debug, Serialize)]
+pub struct InputErrorReport {
+    pub input: String,
+    pub message: String,
+}
+
+/// Where something was seen.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Location {
+    pub input: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+}
+
+/// One diagnosed incident.
+#[derive(Clone, Debug, Serialize)]
+pub struct IncidentReport {
+    /// 1-based position in this report.
+    pub id: usize,
+    pub cause: Cause,
+    /// 0..1: the share of the evidence points that this cause's best rule earned.
+    pub confidence: f64,
+    /// The cause's title.
+    pub title: String,
+    /// One sentence with the key numbers.
+    pub summary: String,
+    /// The rule that decided the cause.
+    pub rule: String,
+    pub engine: String,
+    pub phase: String,
+    /// `failure.kind`: device-oom, host-oom, kv-capacity, ...
+    pub kind: String,
+    pub device: Option<u32>,
+    pub devices: Vec<u32>,
+    pub ranks: Vec<u32>,
+    /// How many failure lines were folded into this incident.
+    pub copies: u32,
+    pub requested_bytes: Option<u64>,
+    pub location: Location,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    pub evidence: Vec<EvidenceItem>,
+    pub alternatives: Vec<Alternative>,
+    pub fixes: Vec<FixReport>,
+    /// Every fact the incident rests on, with its sources.
+    pub facts: Facts,
+}
+
+/// One piece of evidence for a cause.
+#[derive(Clone, Debug, Serialize)]
+pub struct EvidenceItem {
+    pub text: String,
+    /// The rule points this evidence earned (negative: evidence against).
+    pub weight: f64,
+    /// The primary place it was seen.
+    pub input: String,
+    pub line: Option<u64>,
+    /// The facts the signal read.
+    pub facts: Vec<String>,
+    /// Every place those facts came from.
+    pub sources: Vec<Provenance>,
+}
+
+/// A cause that scored but lost.
+#[derive(Clone, Debug, Serialize)]
+pub struct Alternative {
+    pub cause: Cause,
+    pub confidence: f64,
+    pub rule: String,
+    pub summary: String,
+    pub evidence: Vec<EvidenceItem>,
+}
+
+/// A ranked fix.
+#[derive(Clone, Debug, Serialize)]
+pub struct FixReport {
+    pub rank: usize,
+    pub title: String,
+    /// The exact change: a command, an env var, a flag, a code line.
+    pub action: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    pub kind: FixKind,
+    /// The cause this fix addresses.
+    pub cause: Cause,
+    pub rule: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub knob: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    /// Computed values in the fix, each traceable to its facts.
+    pub values: Vec<FixValue>,
+}
+
+impl Diagnosis {
+    pub fn new() -> Self {
+        Diagnosis {
+            schema_version: SCHEMA_VERSION,
+            tool: ToolInfo::default(),
+            inputs: vec![],
+            incidents: vec![],
+            errors: vec![],
+        }
+    }
+}
+
+impl Default for Diagnosis {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,49 @@
+//! The built-in rules, compiled into the binary. One line per file in `rules/`; a test
+//! fails if a file is missing here or listed twice, so the list cannot drift.
+
+macro_rules! rules {
+    ($($stem:literal),* $(,)?) => {
+        /// `(file stem, file text)` of every built-in rule.
+        pub const FILES: &[(&str, &str)] = &[$(($stem, include_str!(concat!("../../rules/", $stem, ".toml")))),*];
+    };
+}
+
+rules![
+    "torch-fragmentation",
+    "torch-other-processes",
+    "torch-non-pytorch-memory",
+    "torch-memory-fraction",
+    "torch-weights-on-load",
+    "torch-optimizer-state",
+    "torch-activations",
+    "torch-leak-after-many-steps",
+    "torch-single-request-exceeds-device",
+    "cuda-runtime-oom",
+    "mps-oom",
+    "host-allocation-failed",
+    "torch-generation-cache",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::FILES;
+
+    #[test]
+    fn every_rule_file_is_registered_once() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
+        let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut listed: Vec<String> = FILES.iter().map(|(s, _)| s.to_string()).collect();
+        listed.sort();
+        let before = listed.len();
+        listed.dedup();
+        assert_eq!(before, listed.len(), "a rule is listed twice in builtin.rs");
+        assert_eq!(on_disk, listed, "rules/*.toml and builtin.rs disagree");
+    }
+}

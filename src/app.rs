@@ -180,26 +180,46 @@ struct InputOutcome {
     incidents: Vec<crate::incident::Incident>,
 }
 
+/// Options of a diagnosis run that do not concern output.
+#[derive(Clone, Debug)]
+pub struct DiagnoseOptions {
+    pub stdin_name: String,
+    pub input_kind: Option<InputKind>,
+}
+
+impl Default for DiagnoseOptions {
+    fn default() -> Self {
+        DiagnoseOptions {
+            stdin_name: "<stdin>".into(),
+            input_kind: None,
+        }
+    }
+}
+
+impl From<&DiagnoseArgs> for DiagnoseOptions {
+    fn from(a: &DiagnoseArgs) -> Self {
+        DiagnoseOptions {
+            stdin_name: a.stdin_name.clone(),
+            input_kind: a.input_kind,
+        }
+    }
+}
+
 fn analyze_input(
     spec: &str,
-    args: &DiagnoseArgs,
-    io: &mut Io<'_>,
+    opts: &DiagnoseOptions,
+    stdin: &mut Option<Box<dyn Read>>,
 ) -> Result<InputOutcome, InputError> {
-    let stdin: Box<dyn Read> = if spec == "-" {
-        match io.stdin.take() {
-            Some(s) => s,
-            None => {
-                return Err(InputError::Unsupported {
-                    input: args.stdin_name.clone(),
-                    message: "standard input was already read by an earlier `-`".into(),
-                    help: Some("pass `-` once".into()),
-                });
-            }
-        }
+    let reader: Box<dyn Read> = if spec == "-" {
+        stdin.take().ok_or_else(|| InputError::Unsupported {
+            input: opts.stdin_name.clone(),
+            message: "standard input was already read by an earlier `-`".into(),
+            help: Some("pass `-` once".into()),
+        })?
     } else {
         Box::new(io::empty())
     };
-    let opened = input::open(spec, stdin, &args.stdin_name, args.input_kind)?;
+    let opened = input::open(spec, reader, &opts.stdin_name, opts.input_kind)?;
     let name = opened.input_name();
     let compressed = opened.compressed;
     match opened.kind {
@@ -235,6 +255,45 @@ fn analyze_input(
     }
 }
 
+/// Diagnoses inputs (paths or `-`): the whole analysis without any output. Inputs that cannot
+/// be read are returned as errors and listed in the diagnosis; the others are still diagnosed.
+pub fn diagnose_inputs(
+    specs: &[String],
+    rules: &RuleSet,
+    opts: &DiagnoseOptions,
+    mut stdin: Option<Box<dyn Read>>,
+) -> (Diagnosis, Vec<InputError>) {
+    let mut diagnosis = Diagnosis::new();
+    let mut incidents = Vec::new();
+    let mut errors = Vec::new();
+    for spec in specs {
+        match analyze_input(spec, opts, &mut stdin) {
+            Ok(outcome) => {
+                diagnosis.inputs.push(outcome.report);
+                incidents.extend(outcome.incidents);
+            }
+            Err(e) => {
+                diagnosis.errors.push(InputErrorReport {
+                    input: if spec == "-" {
+                        opts.stdin_name.clone()
+                    } else {
+                        spec.clone()
+                    },
+                    message: e.to_string(),
+                });
+                errors.push(e);
+            }
+        }
+    }
+    let reports = incidents
+        .iter()
+        .map(|i| crate::diagnose::diagnose(i, rules))
+        .collect();
+    diagnosis.incidents = crate::diagnose::finish(reports);
+    diagnosis.collect_excerpts();
+    (diagnosis, errors)
+}
+
 fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     let Some(rules) = load_rules(args.rules.as_deref(), io) else {
         return Exit::Error;
@@ -250,33 +309,11 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         }
         inputs.push("-".into());
     }
-    let mut diagnosis = Diagnosis::new();
-    let mut incidents = Vec::new();
-    for spec in &inputs {
-        match analyze_input(spec, args, io) {
-            Ok(outcome) => {
-                diagnosis.inputs.push(outcome.report);
-                incidents.extend(outcome.incidents);
-            }
-            Err(e) => {
-                report_error(io, &e);
-                diagnosis.errors.push(InputErrorReport {
-                    input: if spec == "-" {
-                        args.stdin_name.clone()
-                    } else {
-                        spec.clone()
-                    },
-                    message: e.to_string(),
-                });
-            }
-        }
+    let stdin = io.stdin.take();
+    let (diagnosis, errors) = diagnose_inputs(&inputs, &rules, &DiagnoseOptions::from(args), stdin);
+    for e in &errors {
+        report_error(io, e);
     }
-    let reports = incidents
-        .iter()
-        .map(|i| crate::diagnose::diagnose(i, &rules))
-        .collect();
-    diagnosis.incidents = crate::diagnose::finish(reports);
-
     let text = match args.format {
         Format::Json => render::json::render(&diagnosis),
         Format::Human => {

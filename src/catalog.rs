@@ -73,6 +73,11 @@ pub const CORE: &[FactDef] = &[
         "The epoch the log shows at the failure.",
     ),
     fact(
+        "phase.frames",
+        Unit::Text,
+        "The traceback above the failure, innermost frame first, as `file:function` joined by ` < ` (bounded).",
+    ),
+    fact(
         "phase.evidence",
         Unit::Text,
         "The traceback frame or log line that decided the phase.",
@@ -82,6 +87,36 @@ pub const CORE: &[FactDef] = &[
         Unit::Count,
         "How many times the log shows the program starting.",
     ),
+    fact(
+        "log.memory_first_bytes",
+        Unit::Bytes,
+        "The first device-memory figure the run itself logged (progress lines such as `mem 10.2 GiB`).",
+    ),
+    fact(
+        "log.memory_last_bytes",
+        Unit::Bytes,
+        "The last device-memory figure the run logged before the failure.",
+    ),
+    fact(
+        "log.memory_max_bytes",
+        Unit::Bytes,
+        "The largest device-memory figure the run logged.",
+    ),
+    fact(
+        "log.memory_samples",
+        Unit::Count,
+        "How many device-memory figures the run logged.",
+    ),
+    fact(
+        "log.memory_increases",
+        Unit::Count,
+        "How many of those figures were higher than the one before.",
+    ),
+    fact(
+        "log.memory_growth_bytes",
+        Unit::Bytes,
+        "Last minus first logged device-memory figure.",
+    ),
 ];
 
 /// Every section of the catalogue. Parser modules register their `FACTS` here.
@@ -89,6 +124,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     CORE,
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
+    crate::engines::host::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -29,10 +29,11 @@ pub struct Provenance {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<u64>,
     /// The cleaned text of that line (prefixes and colour codes removed), bounded in length.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub text: Option<Arc<str>>,
-    /// Byte range of the value inside `text`, for labels in the human output.
+    /// Not serialised here: the JSON report lists each line's text once, in `excerpts`.
     #[serde(skip)]
+    pub text: Option<Arc<str>>,
+    /// Byte range of the value inside `text`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub span: Option<(usize, usize)>,
     /// For non-line inputs (snapshots, series): what inside the input this refers to,
     /// e.g. `device_traces[1][9321] (oom)`.

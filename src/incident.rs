@@ -126,6 +126,7 @@ impl LogAnalyzer {
                 self.context.set("engine", e, Some(rec.prov));
             }
             Observation::Phase(p) => self.marker = Some((p, hit.line_no)),
+            Observation::MemorySample(bytes) => self.memory_sample(bytes, rec.prov),
             Observation::RunStart => {
                 // Only a start after something happened counts as a restart.
                 if self.incidents.iter().any(|i| i.run == self.run) || !self.context.is_empty() {
@@ -137,6 +138,37 @@ impl LogAnalyzer {
                 self.marker = None;
             }
             Observation::Failure(f) => self.failure(f, rec.prov, rec.meta, hit),
+        }
+    }
+
+    /// Aggregates the memory figures a run logs into growth facts, in constant memory.
+    fn memory_sample(&mut self, bytes: f64, prov: Provenance) {
+        let c = &mut self.context;
+        let prev = c.num("log.memory_last_bytes");
+        let n = c.num("log.memory_samples").unwrap_or(0.0) + 1.0;
+        if !c.contains("log.memory_first_bytes") {
+            c.set("log.memory_first_bytes", bytes, Some(prov.clone()));
+        }
+        if prev.is_some_and(|p| bytes > p) {
+            let inc = c.num("log.memory_increases").unwrap_or(0.0) + 1.0;
+            c.set("log.memory_increases", inc, Some(prov.clone()));
+        } else if !c.contains("log.memory_increases") {
+            c.set("log.memory_increases", 0u32, Some(prov.clone()));
+        }
+        if c.num("log.memory_max_bytes").is_none_or(|m| bytes > m) {
+            c.set("log.memory_max_bytes", bytes, Some(prov.clone()));
+        }
+        c.set("log.memory_last_bytes", bytes, Some(prov.clone()));
+        c.set("log.memory_samples", n, Some(prov));
+        if let (Some(first), Some(last)) = (
+            c.num("log.memory_first_bytes"),
+            c.num("log.memory_last_bytes"),
+        ) {
+            c.derive(
+                "log.memory_growth_bytes",
+                last - first,
+                &["log.memory_first_bytes", "log.memory_last_bytes"],
+            );
         }
     }
 
@@ -238,6 +270,9 @@ impl LogAnalyzer {
             ..prov.clone()
         };
         facts.set("phase", decision.phase, Some(phase_prov.clone()));
+        if let Some(fr) = &decision.frames {
+            facts.set("phase.frames", fr.as_str(), Some(phase_prov.clone()));
+        }
         if let Some(ev) = &decision.evidence {
             facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
         }

@@ -65,6 +65,8 @@ pub const PHASES: &[(&str, &str)] = &[
 #[derive(Clone, Debug, PartialEq)]
 pub struct PhaseDecision {
     pub phase: &'static str,
+    /// The traceback's frames, innermost first, as `file:function` (at most 40).
+    pub frames: Option<String>,
     /// The frame or line that decided it.
     pub evidence: Option<String>,
     pub steps_completed: Option<u64>,
@@ -298,6 +300,17 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             last_progress_distance = Some(distance as u64 + 1);
         }
     }
+    let frames_text = (!frames.is_empty()).then(|| {
+        frames
+            .iter()
+            .take(40)
+            .map(|(file, func)| {
+                let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+                format!("{base}:{func}")
+            })
+            .collect::<Vec<_>>()
+            .join(" < ")
+    });
     let steady = steps.is_some_and(|s| s >= 2)
         || epoch.is_some_and(|e| e >= 1)
         || saw_loss_log && steps.is_some_and(|s| s >= 2);
@@ -325,6 +338,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             *p == id::MODEL_LOAD && (ev.starts_with("cuda ") || ev.starts_with("to "));
         if !(load_by_move && in_training_step) {
             return PhaseDecision {
+                frames: frames_text.clone(),
                 phase: p,
                 evidence: Some(format!("traceback frame {ev}")),
                 steps_completed: steps,
@@ -353,6 +367,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 phase
             };
             return PhaseDecision {
+                frames: frames_text.clone(),
                 phase,
                 evidence: Some(format!("log marker {mark:?}, {distance} lines before")),
                 steps_completed: steps,
@@ -364,6 +379,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // 3. Progress counters.
     if steady {
         return PhaseDecision {
+            frames: frames_text.clone(),
             phase: id::STEADY_STATE,
             evidence: Some(format!(
                 "{} steps completed before the failure",
@@ -375,6 +391,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     }
     if in_training_step || steps.is_some() {
         return PhaseDecision {
+            frames: frames_text.clone(),
             phase: id::FIRST_STEP,
             evidence: Some("inside the first training step".into()),
             steps_completed: steps,
@@ -382,6 +399,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         };
     }
     PhaseDecision {
+        frames: frames_text.clone(),
         phase: id::UNKNOWN,
         evidence: None,
         steps_completed: steps,

@@ -23,6 +23,16 @@ pub struct Diagnosis {
     pub incidents: Vec<IncidentReport>,
     /// Inputs that could not be read (the run still reports the others).
     pub errors: Vec<InputErrorReport>,
+    /// The cleaned text of every line any evidence or fact points at, once each.
+    pub excerpts: Vec<Excerpt>,
+}
+
+/// One quoted line of an input.
+#[derive(Clone, Debug, Serialize)]
+pub struct Excerpt {
+    pub input: String,
+    pub line: u64,
+    pub text: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -156,7 +166,43 @@ impl Diagnosis {
             inputs: vec![],
             incidents: vec![],
             errors: vec![],
+            excerpts: vec![],
         }
+    }
+
+    /// Fills `excerpts` from every provenance the incidents refer to.
+    pub fn collect_excerpts(&mut self) {
+        let mut seen = std::collections::BTreeMap::new();
+        let mut add = |p: &Provenance| {
+            if let (Some(line), Some(text)) = (p.line, p.text.as_ref()) {
+                seen.entry((p.input.to_string(), line))
+                    .or_insert_with(|| text.to_string());
+            }
+        };
+        for i in &self.incidents {
+            for (_, f) in i.facts.iter() {
+                f.sources.iter().for_each(&mut add);
+            }
+            for e in i
+                .evidence
+                .iter()
+                .chain(i.alternatives.iter().flat_map(|a| a.evidence.iter()))
+            {
+                e.sources.iter().for_each(&mut add);
+            }
+            for f in &i.fixes {
+                for v in &f.values {
+                    v.from
+                        .iter()
+                        .flat_map(|x| x.sources.iter())
+                        .for_each(&mut add);
+                }
+            }
+        }
+        self.excerpts = seen
+            .into_iter()
+            .map(|((input, line), text)| Excerpt { input, line, text })
+            .collect();
     }
 }
 

@@ -18,6 +18,7 @@ use crate::evidence::{InputName, Provenance, Value};
 use crate::logscan::clean::{CleanLine, LineMeta, clean_line, split_packed};
 use crate::logscan::scanner::{lines_back, lines_forward};
 
+pub mod host;
 pub mod pytorch;
 pub mod training;
 
@@ -132,6 +133,9 @@ pub enum Observation {
     Phase(PhaseMark),
     /// The engine that is running, seen from a line only it prints.
     Engine(&'static str),
+    /// The program logged how much device memory it uses now (a progress line such as
+    /// `step 400 | mem 12.3 GiB`); the analyser aggregates these into growth facts.
+    MemorySample(f64),
 }
 
 /// An observation and the line it came from.
@@ -208,6 +212,9 @@ impl Emit {
     }
     pub fn engine(&mut self, e: &'static str) {
         self.push(Observation::Engine(e), None);
+    }
+    pub fn memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
+        self.push(Observation::MemorySample(bytes), span);
     }
     pub fn consume(&mut self, n: u32) {
         self.consumed = self.consumed.max(n);
@@ -328,7 +335,7 @@ pub trait Recognizer: Sync {
 
 /// Every recogniser, in the order they see a line.
 pub fn all() -> &'static [&'static dyn Recognizer] {
-    static ALL: &[&dyn Recognizer] = &[&pytorch::PyTorch, &training::Training];
+    static ALL: &[&dyn Recognizer] = &[&pytorch::PyTorch, &training::Training, &host::Host];
     ALL
 }
 

@@ -122,6 +122,19 @@ static MIXED: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
+/// A device-memory figure in a progress line: `mem 10.51 GiB`, `gpu_mem=12.3G`,
+/// `memory_allocated: 10234 MB`, `max_memory_allocated=...`.
+static MEMORY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b").expect("static regex")
+});
+/// DeepSpeed's `see_memory_usage`: `MA 10.5 GB  Max_MA 12.1 GB  CA 14.0 GB  Max_CA 15 GB`.
+static DEEPSPEED_MA: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bMA (?P<n>\d+(?:\.\d+)?) GB\s+Max_MA").expect("static regex"));
+/// A progress indicator, so a memory figure is a per-step sample and not an accounting line.
+static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:step|iter(?:ation)?|it|epoch|batch)\b\s*[=:#\[]?\s*\d+|\|\s*\d+/\d+\s*\[|memory_allocated").expect("static regex")
+});
+
 /// The training/inference-loop recogniser.
 pub struct Training;
 
@@ -155,6 +168,8 @@ impl Recognizer for Training {
             "Num processes",
             "bf16",
             "fp16",
+            "mem",
+            "Max_MA",
         ]
     }
 
@@ -208,6 +223,23 @@ impl Recognizer for Training {
         // Lines that merely explain a key (help text, error hints) are not configuration.
         if text.contains("Tried to allocate") {
             return;
+        }
+        if let Some(c) = DEEPSPEED_MA.captures(text) {
+            let m = c.name("n").expect("group n");
+            if let Some(v) = parse_number(m.as_str()) {
+                out.memory_sample(v * 1073741824.0, Some((m.start(), m.end())));
+            }
+        } else if PROGRESS.is_match(text) {
+            if let Some(c) = MEMORY_FIGURE.captures(text) {
+                let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
+                let unit = match u.as_str().to_ascii_uppercase().as_str() {
+                    "G" | "GB" | "GIB" => 1073741824.0,
+                    _ => 1048576.0,
+                };
+                if let Some(v) = parse_number(n.as_str()) {
+                    out.memory_sample(v * unit, Some((n.start(), u.end())));
+                }
+            }
         }
         for c in CONFIG_KV.captures_iter(text) {
             let (Some(key), Some(val)) = (c.name("key"), c.name("val")) else {
@@ -298,6 +330,41 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn memory_figures_in_progress_lines() {
+        let samples = |t: &str| {
+            let input: InputName = Arc::from("t.log");
+            let meta = LineMeta::default();
+            let line = Line::standalone(&input, 1, t, &meta);
+            let mut out = Emit::default();
+            out.begin_line(&line);
+            Training.recognize(&line, &mut out);
+            out.records
+                .into_iter()
+                .filter_map(|r| {
+                    if let Observation::MemorySample(b) = r.obs {
+                        Some(b)
+                    } else {
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            samples("step 400 | loss 2.1 | mem 10.50 GiB"),
+            vec![10.5 * 1073741824.0]
+        );
+        assert_eq!(
+            samples("Epoch 2:  40%|████ | 40/100 [00:10<00:15, loss=0.3, gpu_mem=12.0G]"),
+            vec![12.0 * 1073741824.0]
+        );
+        assert_eq!(
+            samples("MA 10.5 GB         Max_MA 12.1 GB         CA 14.0 GB         Max_CA 15 GB"),
+            vec![10.5 * 1073741824.0]
+        );
+        assert!(samples("Available KV cache memory: 3.20 GiB").is_empty());
     }
 
     #[test]

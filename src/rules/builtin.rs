@@ -22,6 +22,9 @@ rules![
     "mps-oom",
     "host-allocation-failed",
     "torch-generation-cache",
+    "dataloader-worker-killed",
+    "shared-memory-exhausted",
+    "process-killed",
 ];
 
 #[cfg(test)]

@@ -1,0 +1,265 @@
+//! Host-memory failures that any engine's process can show: a DataLoader worker killed, a
+//! shared-memory (`/dev/shm`) bus error, a process killed by SIGKILL (`Killed`, exit 137).
+//!
+//! This module also owns the `host.*` fact namespace. The kernel OOM killer, systemd-oomd,
+//! cgroups, Kubernetes and Ray recognisers fill the same facts from their own messages, so
+//! host-oom rules read one vocabulary whatever killed the process.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::catalog::{FactDef, fact};
+use crate::evidence::Unit;
+
+/// Host-memory facts, shared by every host-side recogniser.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "host.killer",
+        Unit::Text,
+        "What killed the process or refused memory: kernel, memcg, systemd-oomd, kubernetes, ray, slurm, docker, dataloader, shell, unknown.",
+    ),
+    fact(
+        "host.constraint",
+        Unit::Text,
+        "Kernel OOM constraint: global (the whole machine) or memcg (a cgroup / container limit), cpuset, mempolicy.",
+    ),
+    fact(
+        "host.victim_pid",
+        Unit::Count,
+        "PID of the process that was killed.",
+    ),
+    fact(
+        "host.victim_name",
+        Unit::Text,
+        "Command name of the process that was killed.",
+    ),
+    fact(
+        "host.victim_anon_rss_bytes",
+        Unit::Bytes,
+        "Anonymous resident memory of the killed process (its real usage).",
+    ),
+    fact(
+        "host.victim_file_rss_bytes",
+        Unit::Bytes,
+        "File-backed resident memory of the killed process (mmap'd model files, page cache).",
+    ),
+    fact(
+        "host.victim_shmem_rss_bytes",
+        Unit::Bytes,
+        "Shared-memory resident pages of the killed process.",
+    ),
+    fact(
+        "host.victim_total_vm_bytes",
+        Unit::Bytes,
+        "Virtual size of the killed process (irrelevant for GPU runtimes, which map huge ranges).",
+    ),
+    fact(
+        "host.invoker_name",
+        Unit::Text,
+        "The task whose allocation triggered the OOM killer (not necessarily the victim).",
+    ),
+    fact(
+        "host.cgroup",
+        Unit::Text,
+        "The cgroup / container / pod whose limit was hit.",
+    ),
+    fact(
+        "host.cgroup_limit_bytes",
+        Unit::Bytes,
+        "The memory limit of that cgroup or container.",
+    ),
+    fact(
+        "host.cgroup_usage_bytes",
+        Unit::Bytes,
+        "Memory usage of that cgroup at the kill.",
+    ),
+    fact("host.total_ram_bytes", Unit::Bytes, "Total system RAM."),
+    fact(
+        "host.free_ram_bytes",
+        Unit::Bytes,
+        "Free system RAM at the failure.",
+    ),
+    fact(
+        "host.swap_free_bytes",
+        Unit::Bytes,
+        "Free swap at the failure.",
+    ),
+    fact(
+        "host.exit_code",
+        Unit::Count,
+        "Exit code of the killed process or container (137 = SIGKILL).",
+    ),
+    fact(
+        "host.signal",
+        Unit::Text,
+        "The signal that ended the process (KILL, TERM, BUS, SEGV).",
+    ),
+    fact(
+        "host.shm_exhausted",
+        Unit::Flag,
+        "Shared memory (/dev/shm) ran out: a bus error in a DataLoader worker.",
+    ),
+    fact(
+        "host.dataloader_workers",
+        Unit::Count,
+        "num_workers of the DataLoader, when the log shows it.",
+    ),
+];
+
+static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)").expect("static regex")
+});
+static SHM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+").expect("static regex")
+});
+/// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
+/// SIGKILL; job runners print exit code 137 (128 + 9).
+static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$)").expect("static regex")
+});
+static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*(?P<code>137|-9)\b").expect("static regex")
+});
+static NUM_WORKERS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
+
+/// The generic host-memory recogniser.
+pub struct Host;
+
+impl Recognizer for Host {
+    fn engine(&self) -> &'static str {
+        id::UNKNOWN
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &[
+            "DataLoader worker",
+            "shared memory",
+            "/dev/shm",
+            "torch_",
+            "Killed",
+            "137",
+            "exitcode: -9",
+            "num_workers",
+        ]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        let text = line.text;
+        if let Some(c) = NUM_WORKERS.captures(text) {
+            let m = c.name("n").expect("group n");
+            if let Ok(n) = m.as_str().parse::<u32>() {
+                out.fact("host.dataloader_workers", n, Some((m.start(), m.end())));
+            }
+        }
+        if SHM.is_match(text) {
+            let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
+            f.fact("host.killer", "dataloader", None)
+                .fact("host.shm_exhausted", true, None)
+                .fact("host.signal", "BUS", None);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = WORKER_KILLED.captures(text) {
+            let sig = c.name("sig").map(|s| s.as_str().trim().to_string());
+            // A segfault or bus error is not memory exhaustion (the shm case is caught above).
+            if let Some(s) = &sig {
+                if !s.eq_ignore_ascii_case("killed") && !s.contains("SIGKILL") {
+                    return;
+                }
+            }
+            let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
+            f.fact("host.killer", "dataloader", None);
+            if let Some(p) = c.name("pid") {
+                if let Ok(pid) = p.as_str().parse::<u64>() {
+                    f.fact("host.victim_pid", pid, Some((p.start(), p.end())));
+                }
+            }
+            f.fact("host.victim_name", "DataLoader worker", None);
+            if sig.is_some() {
+                f.fact("host.signal", "KILL", None);
+            }
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = SHELL_KILLED.captures(text.trim_end()) {
+            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            f.fact("host.killer", "shell", None)
+                .fact("host.signal", "KILL", None)
+                .fact("host.exit_code", 137u32, None);
+            if let Some(cmd) = c.name("cmd").or(c.name("cmd2")) {
+                f.fact(
+                    "host.victim_name",
+                    cmd.as_str().split_whitespace().next().unwrap_or(""),
+                    Some((cmd.start(), cmd.end())),
+                );
+            }
+            if let Some(p) = c.name("pid").and_then(|p| p.as_str().parse::<u64>().ok()) {
+                f.fact("host.victim_pid", p, None);
+            }
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = EXIT_137.captures(text) {
+            // Only a process exit, not any number 137 in a line.
+            let m = c.name("code").expect("group code");
+            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            f.fact("host.killer", "unknown", None)
+                .fact("host.signal", "KILL", None)
+                .fact("host.exit_code", 137u32, Some((m.start(), m.end())));
+            out.failure(f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engines::Observation;
+    use crate::evidence::{InputName, Value};
+    use crate::logscan::clean::LineMeta;
+    use std::sync::Arc;
+
+    fn failure(text: &str) -> Option<Failure> {
+        let input: InputName = Arc::from("t.log");
+        let meta = LineMeta::default();
+        let line = Line::standalone(&input, 1, text, &meta);
+        let mut out = Emit::default();
+        out.begin_line(&line);
+        Host.recognize(&line, &mut out);
+        out.records.into_iter().find_map(|r| match r.obs {
+            Observation::Failure(f) => Some(f),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn host_failures() {
+        let f = failure("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. ")
+            .unwrap();
+        assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(4242.0)));
+        assert!(failure("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault. ").is_none());
+        let f = failure("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).").unwrap();
+        assert_eq!(f.get("host.shm_exhausted"), Some(&Value::Bool(true)));
+        let f = failure("train.sh: line 12: 31337 Killed                  python train.py --bs 64")
+            .unwrap();
+        assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(31337.0)));
+        assert_eq!(
+            f.get("host.victim_name").and_then(Value::as_str),
+            Some("python")
+        );
+        assert!(failure("Killed").is_some());
+        assert!(failure("subprocess.CalledProcessError: Command '['python', 'x.py']' returned non-zero exit status 137.").is_some());
+        assert!(failure("processed 137 files").is_none());
+        assert!(failure("Killed 3 zombie workers during cleanup").is_none());
+        assert_eq!(
+            failure("zsh: killed     python3 serve.py")
+                .unwrap()
+                .get("host.victim_name")
+                .and_then(Value::as_str),
+            Some("python3")
+        );
+    }
+}

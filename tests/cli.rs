@@ -1,0 +1,298 @@
+//! The binary as users run it: stdin, files, gzip, exit codes, errors, closed pipes.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
+const FRAG: &str = "fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run oomdoctor");
+    if let Some(data) = stdin {
+        let mut s = child.stdin.take().unwrap();
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = s.write_all(&data);
+        });
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn fixture(path: &str) -> Vec<u8> {
+    std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn stdin_is_read_when_no_input_is_named() {
+    let out = run(&[], Some(&fixture(FRAG)));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fragmentation"), "{text}");
+    assert!(text.contains("<stdin>"));
+    assert!(text.contains("expandable_segments:True"));
+}
+
+#[test]
+fn dash_and_stdin_name() {
+    let out = run(
+        &["-", "--stdin-name", "job-42.log", "--format", "json"],
+        Some(&fixture(FRAG)),
+    );
+    let v = json(&out);
+    assert_eq!(v["inputs"][0]["name"], "job-42.log");
+    assert_eq!(v["incidents"][0]["location"]["input"], "job-42.log");
+}
+
+#[test]
+fn json_contract() {
+    let out = run(&[FRAG, "--format", "json"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert_eq!(v["schema_version"], 1);
+    let inc = &v["incidents"][0];
+    for key in [
+        "cause",
+        "confidence",
+        "device",
+        "engine",
+        "phase",
+        "requested_bytes",
+        "evidence",
+        "alternatives",
+        "fixes",
+    ] {
+        assert!(inc.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(inc["cause"], "fragmentation");
+    assert_eq!(inc["device"], 1);
+    assert_eq!(inc["requested_bytes"], 2104533975u64);
+    let c = inc["confidence"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&c));
+    for e in inc["evidence"].as_array().unwrap() {
+        assert!(e["input"].is_string() && e["line"].is_u64(), "{e}");
+    }
+    for (i, f) in inc["fixes"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(f["rank"], i + 1);
+        assert!(f["title"].is_string() && f["action"].is_string());
+    }
+    for a in inc["alternatives"].as_array().unwrap() {
+        assert!(a["cause"].is_string() && a["confidence"].is_f64());
+    }
+}
+
+#[test]
+fn no_incident_is_exit_zero_and_empty_list() {
+    let out = run(
+        &["--format", "json", "-"],
+        Some(b"step 1 loss 2.0\nstep 2 loss 1.9\ndone\n"),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["incidents"], serde_json::json!([]));
+    let out = run(&["-"], Some(b"all good\n"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no out-of-memory incident"));
+}
+
+#[test]
+fn exit_zero_flag() {
+    let out = run(&[FRAG, "--exit-zero"], None);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn gzip_is_transparent() {
+    let dir = std::env::temp_dir().join(format!("oomdoctor-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gz = dir.join("crash.log.gz");
+    std::fs::write(&gz, gzip(&fixture(FRAG))).unwrap();
+    let plain = json(&run(&[FRAG, "--format", "json"], None));
+    let zipped = json(&run(&[gz.to_str().unwrap(), "--format", "json"], None));
+    assert_eq!(
+        plain["incidents"][0]["cause"],
+        zipped["incidents"][0]["cause"]
+    );
+    assert_eq!(
+        plain["incidents"][0]["location"]["line"],
+        zipped["incidents"][0]["location"]["line"]
+    );
+    assert_eq!(zipped["inputs"][0]["compressed"], true);
+    // Also through stdin.
+    let out = run(&["--format", "json"], Some(&gzip(&fixture(FRAG))));
+    assert_eq!(json(&out)["incidents"][0]["cause"], "fragmentation");
+}
+
+#[test]
+fn missing_file_is_exit_two_with_its_name() {
+    let out = run(&["no/such/crash.log"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no/such/crash.log") && err.contains("no such file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn corrupt_gzip_is_exit_two() {
+    let mut bad = gzip(&fixture(FRAG));
+    let n = bad.len();
+    bad.truncate(n / 2);
+    bad.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+    let out = run(&["-", "--stdin-name", "broken.log.gz"], Some(&bad));
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("broken.log.gz") && err.contains("gzip"),
+        "{err}"
+    );
+}
+
+#[test]
+fn other_inputs_still_reported_when_one_fails() {
+    let out = run(&[FRAG, "missing.log", "--format", "json"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let v = json(&out);
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 1);
+    assert_eq!(v["errors"][0]["input"], "missing.log");
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut state = 0x2545F4914F6CDD1Du64;
+    let mut data = Vec::with_capacity(1 << 20);
+    for _ in 0..(1 << 20) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        data.push((state >> 24) as u8);
+    }
+    // Sprinkle anchors so recognisers run on garbage around them.
+    for (i, chunk) in data.chunks_mut(4096).enumerate() {
+        let a: &[u8] = if i % 2 == 0 {
+            b"out of memory. Tried to allocate "
+        } else {
+            b"Killed process "
+        };
+        chunk[100..100 + a.len()].copy_from_slice(a);
+    }
+    let out = run(&["-"], Some(&data));
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "status {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    let mut child = Command::new(BIN)
+        .args([FRAG, "--explain"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{:?}",
+        out.status
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn explain_rules_and_facts() {
+    let out = run(&["explain", "fragmentation"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(t.contains("torch-fragmentation"), "{t}");
+    let out = run(&["explain", "torch-fragmentation"], None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Signals"));
+    let out = run(&["explain", "no-such-thing"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["rules", "--format", "json"], None);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "torch-fragmentation")
+    );
+    let out = run(&["facts"], None);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("oom.requested_bytes"));
+}
+
+#[test]
+fn malformed_rule_file_points_at_its_line() {
+    let dir = std::env::temp_dir().join(format!("oomdoctor-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("my-rule.toml"),
+        "id = \"my-rule\"\ncause = \"fragmentation\"\ntitle = \"t\"\nexplanation = \"e\"\n[[signal]]\nwhen = \"oom.requested_byts > 1\"\nweight = 1\nsays = \"x\"\n",
+    )
+    .unwrap();
+    let out = run(&[FRAG, "--rules", dir.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown fact `oom.requested_byts`") && err.contains("my-rule.toml:6"),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `oom.requested_bytes`"), "{err}");
+}
+
+#[test]
+fn user_rule_overrides_builtin() {
+    let dir = std::env::temp_dir().join(format!("oomdoctor-override-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("torch-fragmentation.toml"),
+        "id = \"torch-fragmentation\"\ncause = \"fragmentation\"\ntitle = \"mine\"\nexplanation = \"e\"\napplies = \"false\"\n",
+    )
+    .unwrap();
+    let out = run(
+        &[FRAG, "--rules", dir.to_str().unwrap(), "--format", "json"],
+        None,
+    );
+    assert_ne!(json(&out)["incidents"][0]["rule"], "torch-fragmentation");
+}

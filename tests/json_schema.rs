@@ -1,0 +1,129 @@
+//! The JSON output conforms to `schema/diagnosis-v1.json`, checked with a small validator
+//! for the keywords that schema uses (type, const, enum, required, properties, items,
+//! additionalProperties, $ref, minimum, maximum).
+
+use serde_json::Value;
+
+fn resolve<'a>(root: &'a Value, r: &str) -> &'a Value {
+    let path = r.strip_prefix("#/").expect("local ref");
+    path.split('/').fold(root, |v, k| &v[k])
+}
+
+fn type_ok(t: &str, v: &Value) -> bool {
+    match t {
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "null" => v.is_null(),
+        _ => false,
+    }
+}
+
+fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        return validate(root, resolve(root, r), v, at, errors);
+    }
+    if let Some(t) = schema.get("type") {
+        let ok = match t {
+            Value::String(s) => type_ok(s, v),
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(|s| type_ok(s, v)),
+            _ => true,
+        };
+        if !ok {
+            errors.push(format!("{at}: expected type {t}, got {v}"));
+            return;
+        }
+    }
+    if let Some(c) = schema.get("const") {
+        if c != v {
+            errors.push(format!("{at}: expected {c}, got {v}"));
+        }
+    }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
+        if !e.contains(v) {
+            errors.push(format!("{at}: {v} not in {e:?}"));
+        }
+    }
+    if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64()) {
+        if n < min {
+            errors.push(format!("{at}: {n} < {min}"));
+        }
+    }
+    if let (Some(max), Some(n)) = (schema.get("maximum").and_then(Value::as_f64), v.as_f64()) {
+        if n > max {
+            errors.push(format!("{at}: {n} > {max}"));
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        for r in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let k = r.as_str().unwrap();
+            if !obj.contains_key(k) {
+                errors.push(format!("{at}: missing required `{k}`"));
+            }
+        }
+        let props = schema.get("properties").and_then(Value::as_object);
+        for (k, val) in obj {
+            match props.and_then(|p| p.get(k)) {
+                Some(s) => validate(root, s, val, &format!("{at}.{k}"), errors),
+                None => {
+                    if let Some(ap) = schema.get("additionalProperties") {
+                        validate(root, ap, val, &format!("{at}.{k}"), errors);
+                    } else if props.is_some() {
+                        errors.push(format!("{at}: `{k}` is not in the schema"));
+                    }
+                }
+            }
+        }
+    }
+    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in arr.iter().enumerate() {
+            validate(root, items, x, &format!("{at}[{i}]"), errors);
+        }
+    }
+}
+
+#[test]
+fn every_fixture_output_matches_the_schema() {
+    let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
+    let mut checked = 0;
+    for entry in glob_logs("fixtures/rules") {
+        let (d, _) = oomdoctor::app::diagnose_inputs(
+            std::slice::from_ref(&entry),
+            &rules,
+            &Default::default(),
+            None,
+        );
+        let v = serde_json::to_value(&d).unwrap();
+        let mut errors = Vec::new();
+        validate(&root, &root, &v, "$", &mut errors);
+        assert!(errors.is_empty(), "{entry}:\n{}", errors.join("\n"));
+        checked += 1;
+    }
+    assert!(checked > 10);
+}
+
+fn glob_logs(dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for rule in std::fs::read_dir(dir).unwrap().flatten() {
+        if rule.path().is_dir() {
+            for f in std::fs::read_dir(rule.path()).unwrap().flatten() {
+                let p = f.path();
+                if p.is_file() {
+                    out.push(p.display().to_string());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}

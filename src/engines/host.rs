@@ -140,8 +140,14 @@ impl Recognizer for Host {
             "/dev/shm",
             "torch_",
             "Killed",
-            "137",
+            // Exit code 137 as runners phrase it; a bare "137" hits timestamps and addresses.
+            "code 137",
+            "code: 137",
+            "code=137",
+            "status 137",
+            "status: 137",
             "exitcode: -9",
+            "exit code:",
             "num_workers",
         ]
     }

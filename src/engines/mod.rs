@@ -342,17 +342,9 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
 /// The anchor automaton over every recogniser's anchors.
 pub fn anchors() -> &'static AhoCorasick {
     static AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
-        let mut pats: Vec<&str> = all()
-            .iter()
-            .flat_map(|r| r.anchors().iter().copied())
-            .collect();
-        pats.sort_unstable();
-        pats.dedup();
-        AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-            .build(&pats)
-            .expect("anchors are plain literals")
+        crate::logscan::scanner::build_anchors(
+            all().iter().flat_map(|r| r.anchors().iter().copied()),
+        )
     });
     &AC
 }

@@ -4,4 +4,5 @@
 
 pub mod config;
 pub mod geometry;
+pub mod gguf;
 pub mod memory;

@@ -5,4 +5,5 @@
 pub mod config;
 pub mod geometry;
 pub mod gguf;
+pub mod gpus;
 pub mod memory;

@@ -478,3 +478,190 @@ fn missing_geometry_keys_are_named() {
     assert_eq!(h.alignment, 64);
     assert!(gguf::geometry_from_gguf(&h, "x.gguf").is_err());
 }
+
+// ---------------------------------------------------------------------------------------
+// Plans from a GGUF header: exact tensor bytes per layer decide -ngl.
+// ---------------------------------------------------------------------------------------
+
+use oomdoctor::model::Engine;
+use oomdoctor::model::fit::FitStatus;
+use oomdoctor::model::plan::{PlanArgs, PlanFormat, plan};
+
+/// Llama-3-8B shapes with a Q4_K/Q6_K mix like Q4_K_M (header only: plans never read data).
+fn llama3_8b_q4() -> Gguf {
+    let mut g = Gguf::new(3)
+        .kv("general.architecture", Val::Str("llama".into()))
+        .kv("general.name", Val::Str("Meta Llama 3 8B Instruct".into()))
+        .kv("general.file_type", Val::U32(15))
+        .kv("llama.block_count", Val::U32(32))
+        .kv("llama.context_length", Val::U32(8192))
+        .kv("llama.embedding_length", Val::U32(4096))
+        .kv("llama.feed_forward_length", Val::U32(14336))
+        .kv("llama.attention.head_count", Val::U32(32))
+        .kv("llama.attention.head_count_kv", Val::U32(8))
+        .kv("llama.vocab_size", Val::U32(128_256))
+        .tensor("token_embd.weight", &[4096, 128_256], Q4_K)
+        .tensor("output_norm.weight", &[4096], F32)
+        .tensor("output.weight", &[4096, 128_256], Q6_K);
+    for i in 0..32 {
+        let t = |n: &str| format!("blk.{i}.{n}.weight");
+        g = g
+            .tensor(&t("attn_norm"), &[4096], F32)
+            .tensor(&t("attn_q"), &[4096, 4096], Q4_K)
+            .tensor(&t("attn_k"), &[4096, 1024], Q4_K)
+            .tensor(&t("attn_v"), &[4096, 1024], Q6_K)
+            .tensor(&t("attn_output"), &[4096, 4096], Q4_K)
+            .tensor(&t("ffn_norm"), &[4096], F32)
+            .tensor(&t("ffn_gate"), &[4096, 14336], Q4_K)
+            .tensor(&t("ffn_up"), &[4096, 14336], Q4_K)
+            .tensor(&t("ffn_down"), &[14336, 4096], Q6_K);
+    }
+    g
+}
+
+const LAYER_BYTES: u64 =
+    2 * 9_437_184 + 2_359_296 + 3_440_640 + 2 * 33_030_144 + 48_168_960 + 32_768;
+
+fn write_temp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("oomdoctor-plan-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.gguf"));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn plan_args(model: std::path::PathBuf, gpu: &str) -> PlanArgs {
+    PlanArgs {
+        model,
+        gpu: gpu.into(),
+        engine: None,
+        context: None,
+        concurrency: None,
+        kv_cache_dtype: None,
+        dtype: None,
+        quantization: None,
+        tensor_parallel: None,
+        format: PlanFormat::Json,
+        explain: false,
+    }
+}
+
+#[test]
+fn gguf_tensor_table_gives_exact_weights() {
+    let h = parse(&llama3_8b_q4().header()).unwrap();
+    assert_eq!(LAYER_BYTES, 138_936_320);
+    assert_eq!(h.tensors.layer_bytes, vec![LAYER_BYTES; 32]);
+    assert_eq!(
+        h.tensors.total_bytes,
+        32 * LAYER_BYTES + 295_501_824 + 430_940_160 + 16_384
+    );
+    let g = gguf::geometry_from_gguf(&h, "l3.gguf").unwrap();
+    assert_eq!(g.params().total(), 8_030_261_248);
+}
+
+#[test]
+fn llamacpp_plan_offloads_the_layers_that_fit() {
+    let path = write_temp("l3q4", &llama3_8b_q4().header());
+    // A GGUF is planned for llama.cpp and Ollama by default.
+    let r = plan(&plan_args(path.clone(), "8GiB")).unwrap();
+    let engines: Vec<Engine> = r.engines.iter().map(|p| p.engine).collect();
+    assert_eq!(engines, vec![Engine::Llamacpp, Engine::Ollama]);
+    assert!(r.fits, "{}", r.verdict);
+    assert_eq!(
+        r.weights_bytes,
+        32 * LAYER_BYTES + 295_501_824 + 430_940_160 + 16_384
+    );
+    let l = r
+        .engines
+        .iter()
+        .find(|p| p.engine == Engine::Llamacpp)
+        .unwrap();
+    assert_eq!(l.context_tokens, 4096); // llama.cpp's default -c
+    // On the GPU: everything but the token embeddings.
+    assert_eq!(l.weights_bytes, r.weights_bytes - 295_501_824);
+    assert_eq!(
+        l.settings.get("-ngl").map(|v| v.to_string()).as_deref(),
+        Some("33")
+    );
+    assert!(l.max_context_tokens >= 8192);
+    assert!(l.command.starts_with(&format!(
+        "llama-server -m {} -c 4096 -ngl 33",
+        path.display()
+    )));
+
+    // 4 GiB cannot hold 4.5 GiB of layers: -ngl N with exactly N layers' bytes.
+    let mut a = plan_args(path.clone(), "4GiB");
+    a.engine = Some(Engine::Llamacpp);
+    let r = plan(&a).unwrap();
+    assert!(!r.fits);
+    let l = &r.engines[0];
+    assert_eq!(l.status, FitStatus::PartialOffload);
+    let ngl = l.recommended.gpu_layers.expect("-ngl");
+    let overheads: u64 = l.overheads.iter().map(|o| o.bytes).sum();
+    let kv_layer = 4096 * 2 * 8 * 128 * 2; // one layer's f16 KV at 4,096 cells
+    let used = |n: u64| n * (LAYER_BYTES + kv_layer) + overheads;
+    assert!(used(ngl) <= 4 << 30, "ngl {ngl} uses {}", used(ngl));
+    assert!(used(ngl + 1) > 4 << 30, "ngl {} would also fit", ngl + 1);
+    assert!(
+        l.verdict
+            .contains(&format!("{ngl} of 33 layers on the GPU")),
+        "{}",
+        l.verdict
+    );
+    assert!(l.notes.iter().any(|n| n.contains("stay in host memory")));
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn ollama_parallel_multiplies_the_cache() {
+    let path = write_temp("l3q4-ollama", &llama3_8b_q4().header());
+    let mut a = plan_args(path.clone(), "rtx3060");
+    a.engine = Some(Engine::Ollama);
+    a.context = Some(8192);
+    a.concurrency = Some(4);
+    let r = plan(&a).unwrap();
+    let p = &r.engines[0];
+    // 4 × 8,192 cells × 128 KiB = 4 GiB of f16 KV next to 4.5 GiB of layers on 11.76 GiB.
+    assert_eq!(p.kv_needed_bytes, 4 << 30);
+    assert_eq!(
+        p.settings
+            .get("OLLAMA_NUM_PARALLEL")
+            .map(|v| v.to_string())
+            .as_deref(),
+        Some("4")
+    );
+    assert_eq!(
+        p.settings.get("num_ctx").map(|v| v.to_string()).as_deref(),
+        Some("8192")
+    );
+    assert!(
+        p.command
+            .contains("OLLAMA_CONTEXT_LENGTH=8192 OLLAMA_NUM_PARALLEL=4"),
+        "{}",
+        p.command
+    );
+    // On an 8 GiB card the same request needs the q8_0 cache, with flash attention.
+    a.gpu = "8GiB".into();
+    let r = plan(&a).unwrap();
+    let p = &r.engines[0];
+    assert!(!p.fits);
+    assert_eq!(p.recommended.kv_cache_dtype, "q8_0");
+    assert_eq!(
+        p.settings
+            .get("OLLAMA_KV_CACHE_TYPE")
+            .map(|v| v.to_string())
+            .as_deref(),
+        Some("q8_0")
+    );
+    assert_eq!(
+        p.settings
+            .get("OLLAMA_FLASH_ATTENTION")
+            .map(|v| v.to_string())
+            .as_deref(),
+        Some("1")
+    );
+    // A directory holding one GGUF is read as that GGUF.
+    let r = plan(&plan_args(path.parent().unwrap().to_path_buf(), "8GiB")).unwrap();
+    assert_eq!(r.model.name, "Meta Llama 3 8B Instruct");
+    std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+}

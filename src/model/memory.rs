@@ -1030,6 +1030,99 @@ pub fn fraction_of(total: u64, fraction: f64) -> u64 {
     (total as f64 * fraction).floor().max(0.0) as u64
 }
 
+/// What a KV budget read from a log allows: the numbers a fix needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct KvFit {
+    /// Tokens the budget holds (whole blocks).
+    pub capacity_tokens: u64,
+    /// Longest context per sequence at the concurrency asked, rounded down to a setting
+    /// ([`round_context`]) — the value to put in `--max-model-len` / `num_ctx` / `-c`.
+    pub max_context: u64,
+    /// Sequences of the context asked that fit at once.
+    pub max_concurrency: u64,
+    /// KV bytes the context × concurrency asked needs.
+    pub needed_bytes: u64,
+    /// Whether context × concurrency fits.
+    pub fits: bool,
+}
+
+/// The fix values for a KV budget in bytes (vLLM's "Available KV cache memory", SGLang's
+/// K + V sizes, llama.cpp's KV buffer):
+///
+/// - `capacity = paged_capacity_tokens(budget, bytes_per_token, block)`;
+/// - `max_context = round_context(capacity / concurrency)`;
+/// - `max_concurrency = capacity / context`;
+/// - `fits ⇔ concurrency × ceil(context / block) × block ≤ capacity`.
+///
+/// For llama.cpp, whose `-c` is shared by `-np` slots, `max_context × concurrency` is the
+/// `-c` to set.
+pub fn kv_fit(
+    kv_budget_bytes: u64,
+    kv_bytes_per_token: u64,
+    block_size: u64,
+    context: u64,
+    concurrency: u64,
+) -> KvFit {
+    let capacity = paged_capacity_tokens(kv_budget_bytes, kv_bytes_per_token, block_size);
+    let mut fit = kv_fit_from_capacity(capacity, block_size, context, concurrency);
+    fit.needed_bytes = context
+        .saturating_mul(concurrency)
+        .saturating_mul(kv_bytes_per_token);
+    fit
+}
+
+/// [`kv_fit`] when the log gives the capacity in tokens ("GPU KV cache size: 65,536
+/// tokens", SGLang's `max_total_num_tokens`, TGI's "max batch total tokens").
+/// `needed_bytes` is 0: the log gave no byte size.
+pub fn kv_fit_from_capacity(
+    capacity_tokens: u64,
+    block_size: u64,
+    context: u64,
+    concurrency: u64,
+) -> KvFit {
+    let block = block_size.max(1);
+    let conc = concurrency.max(1);
+    let per_seq = capacity_tokens / conc / block * block;
+    let max_context = round_context(per_seq);
+    let needed_tokens = context
+        .div_ceil(block)
+        .saturating_mul(block)
+        .saturating_mul(conc);
+    KvFit {
+        capacity_tokens,
+        max_context,
+        max_concurrency: concurrency_for(
+            capacity_tokens,
+            context.div_ceil(block).saturating_mul(block),
+        ),
+        needed_bytes: 0,
+        fits: needed_tokens <= capacity_tokens,
+    }
+}
+
+/// The capacity of the same KV budget in another cache dtype:
+/// `floor(capacity × from_bytes_per_token / to_bytes_per_token)` (fp8 instead of bf16
+/// doubles it; q8_0 instead of f16 multiplies it by 32/17).
+pub fn capacity_in_dtype(
+    capacity_tokens: u64,
+    from_bytes_per_token: u64,
+    to_bytes_per_token: u64,
+) -> u64 {
+    if to_bytes_per_token == 0 {
+        return u64::MAX;
+    }
+    (u128::from(capacity_tokens) * u128::from(from_bytes_per_token)
+        / u128::from(to_bytes_per_token))
+    .min(u128::from(u64::MAX)) as u64
+}
+
+/// The `--gpu-memory-utilization` (or SGLang `--mem-fraction-static`) that holds the
+/// non-KV memory the log reports plus the KV a context needs:
+/// `fraction_for(non_kv_bytes + kv_needed_bytes, total_bytes)`, rounded up to 0.01.
+pub fn fraction_for_kv(total_bytes: u64, non_kv_bytes: u64, kv_needed_bytes: u64) -> f64 {
+    fraction_for(non_kv_bytes.saturating_add(kv_needed_bytes), total_bytes)
+}
+
 // ---------------------------------------------------------------------------------------
 // Overhead estimates
 // ---------------------------------------------------------------------------------------
@@ -1185,17 +1278,17 @@ pub fn non_torch_estimate(tp: u32) -> Estimate {
 }
 
 /// The CUDA-graph memory pool: intermediate buffers of the captured decode batch sizes
-/// (vLLM captures up to 512, SGLang up to `cuda_graph_max_bs`). Reported between 0.1 and
-/// 1.5 GiB for 7–70B models; grows with the largest captured batch and the layer count.
+/// (vLLM captures up to 512, SGLang up to `cuda_graph_max_bs`). Engine logs show 0.1 to
+/// 1.5 GiB for 7–70B models, growing with depth: half a GiB for a 32-layer model, scaled
+/// by layers, from a quarter to two and a half times that.
 pub fn cuda_graph_estimate(g: &Geometry) -> Estimate {
-    // Half a GiB for a 32-layer model, scaled with depth; the range is what logs show.
-    let central = (512 * MIB).saturating_mul(g.num_layers.max(1)) / 32;
-    Estimate::new(
+    let central = ((512 * MIB).saturating_mul(g.num_layers.max(1)) / 32).clamp(128 * MIB, 2 * GIB);
+    Estimate::scaled(
         "CUDA graphs",
-        central.clamp(128 * MIB, 2 * GIB),
-        100 * MIB,
-        2 * GIB,
-        "graph pools of the captured decode batch sizes (0.1–2 GiB in engine logs)",
+        central,
+        0.25,
+        2.5,
+        "graph pools of the captured decode batch sizes, 0.5 GiB per 32 layers",
     )
 }
 
@@ -1294,6 +1387,29 @@ mod tests {
         for t in [0u64, 1, 15, 255, 256, 4095, 4096, 70_001, 1 << 40] {
             assert!(round_context(t) <= t);
         }
+    }
+
+    #[test]
+    fn kv_fit_gives_fix_values() {
+        // vLLM: 8 GiB at 131,072 bytes/token holds 65,536 tokens: 2 × 32,768 or 1 × 65,536.
+        let f = kv_fit(8 * GIB, 131_072, 16, 32_768, 1);
+        assert_eq!(f.capacity_tokens, 65_536);
+        assert_eq!(f.max_context, 65_536);
+        assert_eq!(f.max_concurrency, 2);
+        assert!(f.fits);
+        assert_eq!(f.needed_bytes, 4 * GIB);
+        let f = kv_fit(8 * GIB, 131_072, 16, 131_072, 1);
+        assert!(!f.fits);
+        assert_eq!(f.max_context, 65_536);
+        // Three sequences: 21,845 tokens each, rounded down to 21,504.
+        let f = kv_fit_from_capacity(65_536, 16, 16_384, 3);
+        assert_eq!(f.max_context, 21_504);
+        assert!(f.fits);
+        assert!(3 * f.max_context <= 65_536);
+        // fp8 doubles the capacity; q8_0 instead of f16 gives 32/17 of it.
+        assert_eq!(capacity_in_dtype(65_536, 131_072, 65_536), 131_072);
+        assert_eq!(capacity_in_dtype(17, 131_072, 69_632), 32);
+        assert_eq!(fraction_for_kv(80 * GIB, 20 * GIB, 8 * GIB), 0.35);
     }
 
     #[test]

@@ -319,3 +319,47 @@ fn hybrid_linear_attention_layers_have_no_kv() {
         g.active_params()
     );
 }
+
+#[test]
+fn extreme_sizes_within_bounds_do_not_overflow_anything() {
+    // Every size at its accepted maximum: parsing, counting, KV arithmetic and a full plan
+    // must saturate, never panic.
+    let cfg = r#"{
+        "model_type": "deepseek_v3", "architectures": ["X"],
+        "hidden_size": 16777216, "num_hidden_layers": 4096, "num_attention_heads": 65536,
+        "num_key_value_heads": 65536, "head_dim": 16777216, "intermediate_size": 16777216,
+        "vocab_size": 67108864, "max_position_embeddings": 1099511627776,
+        "n_routed_experts": 65536, "num_experts_per_tok": 65536, "moe_intermediate_size": 16777216,
+        "n_shared_experts": 65536, "first_k_dense_replace": 1,
+        "sliding_window": 1099511627776, "sliding_window_pattern": 3,
+        "quantization_config": {"quant_method": "gptq", "bits": 4000000000, "group_size": 1},
+        "vision_config": {"hidden_size": 1048576, "num_hidden_layers": 1048576, "intermediate_size": 1048576,
+                          "patch_size": 1, "image_size": 1048576, "model_type": "siglip_vision_model"}
+    }"#;
+    let g = parse_config(cfg, "huge.json").expect("within bounds");
+    assert_eq!(g.layers.len(), 4096);
+    let p = g.params();
+    assert!(p.total() > 0);
+    let _ = g.active_params();
+    let spec = KvSpec::new(CacheDtype::F16);
+    let bpt = memory::kv_bytes_per_token(&g, &spec, &mut Trace::new());
+    assert!(bpt > 0);
+    let _ = memory::kv_bytes_for(&g, &spec, u64::MAX, u64::MAX);
+    let _ = memory::max_context_for_budget(&g, &spec, u64::MAX, 1, u64::MAX);
+    let _ = memory::weights_bytes(&p, &g.weight_format(), None, &mut Trace::new());
+    let model = oomdoctor::model::plan::LoadedModel {
+        geometry: g,
+        path: "huge.json".into(),
+        model_ref: "x".into(),
+    };
+    let gpu = oomdoctor::model::gpus::parse_gpu("8xh200").unwrap();
+    let req = oomdoctor::model::plan::PlanRequest {
+        context: Some(1 << 40),
+        concurrency: Some(1 << 20),
+        ..Default::default()
+    };
+    let r = oomdoctor::model::plan::plan_for(&model, &gpu, &req).expect("a plan");
+    assert!(!r.fits);
+    let _ = oomdoctor::model::plan::render_human(&r, true);
+    let _ = oomdoctor::model::plan::render_json(&r);
+}

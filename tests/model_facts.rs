@@ -103,6 +103,13 @@ fn geometry_from_log_facts_gives_kv_arithmetic() {
     let g = geometry_from_facts(&f).unwrap();
     assert_eq!(memory::kv_bytes(&g, 1, CacheDtype::Bf16), 24_576);
 
+    // Garbled numbers are refused rather than trusted.
+    let mut garbled = f.clone();
+    garbled.set("model.layers", 1e30, p(10));
+    assert!(geometry_from_facts(&garbled).is_none());
+    garbled.set("model.layers", -3.0, p(10));
+    assert!(geometry_from_facts(&garbled).is_none());
+
     // Not enough to go on.
     let mut thin = Facts::new();
     thin.set("model.layers", 32u64, p(10));

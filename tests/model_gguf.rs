@@ -462,6 +462,37 @@ fn a_short_file_is_reported_as_an_incomplete_download() {
 }
 
 #[test]
+fn implausible_sizes_are_refused() {
+    let h = parse(
+        &Gguf::new(3)
+            .kv("general.architecture", Val::Str("llama".into()))
+            .kv("llama.block_count", Val::U32(2))
+            .kv("llama.embedding_length", Val::U64(1 << 40))
+            .kv("llama.attention.head_count", Val::U32(8))
+            .header(),
+    )
+    .unwrap();
+    let e = gguf::geometry_from_gguf(&h, "x.gguf").unwrap_err();
+    assert!(
+        matches!(e, GgufError::BadValue { ref key, .. } if key == "llama.embedding_length"),
+        "{e}"
+    );
+    let h = parse(
+        &Gguf::new(3)
+            .kv("general.architecture", Val::Str("llama".into()))
+            .kv("llama.block_count", Val::U32(1 << 20))
+            .kv("llama.embedding_length", Val::U32(64))
+            .kv("llama.attention.head_count", Val::U32(8))
+            .header(),
+    )
+    .unwrap();
+    assert!(matches!(
+        gguf::geometry_from_gguf(&h, "x.gguf"),
+        Err(GgufError::Limit { .. })
+    ));
+}
+
+#[test]
 fn missing_geometry_keys_are_named() {
     let h = parse(
         &Gguf::new(3)

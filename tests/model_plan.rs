@@ -560,6 +560,9 @@ fn errors_are_typed() {
     let mut a = args("llama-3.1-8b.json", "rtx4090");
     a.quantization = Some("magic".into());
     assert!(matches!(plan(&a), Err(PlanError::Args(_))));
+    let mut a = args("llama-3.1-8b.json", "rtx4090");
+    a.context = Some(u64::MAX);
+    assert!(matches!(plan(&a), Err(PlanError::Args(_))));
     let a = args("does-not-exist.json", "rtx4090");
     assert!(matches!(plan(&a), Err(PlanError::Io { .. })));
     let a = args("llama-3.1-8b.json", "gtx9999");

@@ -25,15 +25,15 @@ use super::memory::{Dtype, Quant};
 /// Most layers a model may declare (the deepest public models have under 200).
 pub const MAX_LAYERS: u64 = 4096;
 /// Bound on widths (hidden, intermediate, head dims).
-const MAX_DIM: u64 = 1 << 24;
+pub const MAX_DIM: u64 = 1 << 24;
 /// Bound on head counts.
-const MAX_HEADS: u64 = 1 << 16;
+pub const MAX_HEADS: u64 = 1 << 16;
 /// Bound on vocabularies.
-const MAX_VOCAB: u64 = 1 << 26;
+pub const MAX_VOCAB: u64 = 1 << 26;
 /// Bound on expert counts.
-const MAX_EXPERTS: u64 = 1 << 16;
+pub const MAX_EXPERTS: u64 = 1 << 16;
 /// Bound on context lengths and windows.
-const MAX_CONTEXT: u64 = 1 << 40;
+pub const MAX_CONTEXT: u64 = 1 << 40;
 /// Largest config file read (real ones are a few KiB).
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
@@ -827,14 +827,18 @@ fn read_moe(cfg: &Cfg, g: &mut Geometry) -> Result<MoeRule, ConfigError> {
     }
     g.locate("experts", key);
     let u = |keys: &[&str]| cfg.uint(keys, false, MAX_DIM).map(|v| v.map(|(n, _)| n));
-    let top_k = u(&[
+    // Bounded by the expert bound: no model routes a token to more experts than it has.
+    let top_k_keys = [
         "num_experts_per_tok",
         "experts_per_token",
         "moe_top_k",
         "top_k",
         "num_selected_experts",
-    ])?
-    .unwrap_or(2);
+    ];
+    let top_k = cfg
+        .uint(&top_k_keys, false, MAX_EXPERTS)?
+        .map(|(n, _)| n)
+        .unwrap_or(2);
     let expert_inter =
         u(&["moe_intermediate_size", "expert_intermediate_size"])?.unwrap_or(g.intermediate_size);
     let shared = match u(&["shared_expert_intermediate_size"])? {
@@ -928,9 +932,9 @@ fn read_layers(cfg: &Cfg, g: &mut Geometry, moe_rule: MoeRule) -> Result<(), Con
         if arr.len() as u64 == n {
             for (i, item) in arr.iter().enumerate() {
                 let name = item.as_str().unwrap_or("");
-                match layer_kind(name, window, chunk) {
-                    Some(k) => kinds[i] = k,
-                    None => {
+                match (layer_kind(name, window, chunk), kinds.get_mut(i)) {
+                    (Some(k), Some(slot)) => *slot = k,
+                    _ => {
                         g.notes.push(format!("{key}[{i}] = `{name}` is not a known layer type: counted as full attention"));
                     }
                 }
@@ -1046,19 +1050,26 @@ fn read_layers(cfg: &Cfg, g: &mut Geometry, moe_rule: MoeRule) -> Result<(), Con
 }
 
 /// Vision towers: CLIP and SigLIP counted exactly from their config (they are standard
-/// ViTs), Qwen2-VL's approximately; the Llava and Gemma 3 projectors exactly.
+/// ViTs), Qwen2-VL's approximately; the Llava and Gemma 3 projectors exactly. Sizes are
+/// bounded (2^20) and the arithmetic is done in `u128`, so no config can overflow it.
 fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
     let Some(Value::Object(v)) = cfg.root.get("vision_config") else {
         return Ok(());
     };
-    let get = |k: &str| v.get(k).and_then(as_u64).filter(|x| *x <= MAX_DIM);
+    let get = |k: &str| {
+        v.get(k)
+            .and_then(as_u64)
+            .filter(|x| *x <= 1 << 20)
+            .map(u128::from)
+    };
     let vtype = v.get("model_type").and_then(Value::as_str).unwrap_or("");
     let root_type = cfg
         .root
         .get("model_type")
         .and_then(Value::as_str)
         .unwrap_or("");
-    let text_hidden = g.hidden_size;
+    let text_hidden = u128::from(g.hidden_size);
+    let sat = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
 
     let (params, basis, vision_hidden) = match (
         get("hidden_size"),
@@ -1082,22 +1093,22 @@ fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
                 (channels * patch * patch * h + h + patches * h, 2 * h)
             };
             // SigLIP's attention-pooling head, unless disabled (Gemma 3 disables it).
-            let head = if !clip
-                && v.get("vision_use_head")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(!root_type.is_empty())
-            {
+            let use_head = v
+                .get("vision_use_head")
+                .and_then(Value::as_bool)
+                .unwrap_or(!root_type.is_empty());
+            let head = if !clip && use_head {
                 h + 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h)
             } else {
                 0
             };
             let total = l * per_layer + embed + norms + head;
+            let kind = if clip { "CLIP" } else { "SigLIP" };
             (
-                total,
+                sat(total),
                 format!(
-                    "{} ViT: {l} layers × {} + embeddings",
-                    if clip { "CLIP" } else { "SigLIP" },
-                    super::memory::fmt_int(per_layer)
+                    "{kind} ViT: {l} layers × {} + embeddings",
+                    super::memory::fmt_int(sat(per_layer))
                 ),
                 h,
             )
@@ -1110,7 +1121,7 @@ fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
                     .and_then(Value::as_f64)
                     .unwrap_or(4.0)
                     .clamp(0.0, 64.0);
-                let mlp = (e as f64 * ratio) as u64;
+                let mlp = (e as f64 * ratio) as u128;
                 let per_layer = 4 * (e * e + e) + 2 * e * mlp + mlp + e + 4 * e;
                 let patch = get("patch_size").unwrap_or(14);
                 let temporal = get("temporal_patch_size").unwrap_or(2);
@@ -1120,7 +1131,7 @@ fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
                 let merger = 2 * e + m_in * m_in + m_in + m_in * out + out;
                 let total = d * per_layer + 3 * temporal * patch * patch * e + merger;
                 (
-                    total,
+                    sat(total),
                     format!("Qwen2-VL-style ViT: {d} blocks of width {e} + merger (approximate)"),
                     0,
                 )
@@ -1152,7 +1163,7 @@ fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
     }
     g.vision = Some(Vision {
         params,
-        projector_params: projector,
+        projector_params: sat(projector),
         basis,
     });
     Ok(())

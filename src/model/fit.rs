@@ -527,13 +527,17 @@ impl<'a> Fitter<'a> {
         let n = l.per_layer.len() as u64;
         let ngl = gpu_layers.unwrap_or(n + 1).min(n + 1);
         let first = (n - ngl.min(n)) as usize;
-        let layers: u64 = l
+        let layers = l
             .per_layer
             .get(first..)
-            .map(|s| s.iter().sum())
+            .map(|s| s.iter().fold(0u64, |a, b| a.saturating_add(*b)))
             .unwrap_or(0);
-        let output = if ngl > n { l.output + l.other } else { 0 };
-        layers + output
+        let output = if ngl > n {
+            l.output.saturating_add(l.other)
+        } else {
+            0
+        };
+        layers.saturating_add(output)
     }
 
     fn eval(&self, c: Config) -> Eval {
@@ -557,9 +561,9 @@ impl<'a> Fitter<'a> {
             let k64 = u64::from(k);
             Estimate {
                 what: format!("{} × {k} GPUs", e.what),
-                bytes: e.bytes * k64,
-                low_bytes: e.low_bytes * k64,
-                high_bytes: e.high_bytes * k64,
+                bytes: e.bytes.saturating_mul(k64),
+                low_bytes: e.low_bytes.saturating_mul(k64),
+                high_bytes: e.high_bytes.saturating_mul(k64),
                 basis: e.basis,
             }
         };
@@ -689,7 +693,13 @@ impl<'a> Fitter<'a> {
         let g = self.w.geometry;
         let capped = spec.cap_sliding && g.sliding_layer_count() > 0;
         if capped || c.gpu_layers.is_some() {
-            let max = memory::max_context_for_budget(g, &spec, budget, 1, self.cap.max(1) * 64);
+            let max = memory::max_context_for_budget(
+                g,
+                &spec,
+                budget,
+                1,
+                self.cap.max(1).saturating_mul(64),
+            );
             return max / self.block * self.block;
         }
         let bpt = memory::kv_bytes_per_token(g, &spec, &mut Trace::new());
@@ -1057,9 +1067,12 @@ fn weights_alternatives(f: &Fitter, asked: Config, out: &mut Vec<String>) {
         ..asked
     };
     let e = f.eval(Config { context: 0, ..top });
-    let short = u64::try_from(-e.kv_budget)
-        .unwrap_or(0)
-        .saturating_add(e.kv_needed);
+    let deficit = if e.kv_budget < 0 {
+        e.kv_budget.unsigned_abs()
+    } else {
+        0
+    };
+    let short = deficit.saturating_add(e.kv_needed);
     out.push(format!(
         "the weights ({}) and overheads exceed the budget by {} before any KV cache",
         fmt_gib(f.weights),
@@ -1095,9 +1108,11 @@ fn weights_alternatives(f: &Fitter, asked: Config, out: &mut Vec<String>) {
                 continue;
             }
             let per_gpu = w.weights_bytes.div_ceil(u64::from(tp));
-            if per_gpu + e.overheads.iter().map(|o| o.bytes).sum::<u64>()
-                < memory::fraction_of(f.mem, top.fraction)
-            {
+            let overheads = e
+                .overheads
+                .iter()
+                .fold(0u64, |a, o| a.saturating_add(o.bytes));
+            if per_gpu.saturating_add(overheads) < memory::fraction_of(f.mem, top.fraction) {
                 out.push(format!(
                     "tensor parallel over {tp} such GPUs puts {} of weights on each",
                     fmt_gib(per_gpu)
@@ -1451,7 +1466,7 @@ fn explain(
         ..f.spec
     };
     memory::kv_bytes_per_token(g, &spec, &mut t);
-    let rounded = asked.context.div_ceil(f.block) * f.block;
+    let rounded = asked.context.div_ceil(f.block).saturating_mul(f.block);
     let mut sub = Trace::new();
     memory::kv_bytes_explained(g, &spec, rounded, asked.concurrency, &mut sub);
     for s in sub.steps() {

@@ -239,6 +239,11 @@ fn m(a: u64, b: u64) -> u64 {
     a.saturating_mul(b)
 }
 
+/// A saturating sum.
+fn a(xs: &[u64]) -> u64 {
+    xs.iter().fold(0u64, |acc, x| acc.saturating_add(*x))
+}
+
 impl Geometry {
     /// A plain decoder with `layers` identical full-attention layers: what an engine log
     /// gives (llama.cpp prints `n_layer`, `n_head_kv`, `n_embd_head_k`). Sizes not known
@@ -256,7 +261,7 @@ impl Geometry {
             name: None,
             architecture: String::new(),
             model_type: String::new(),
-            hidden_size: attention_heads * head_dim,
+            hidden_size: attention_heads.saturating_mul(head_dim),
             num_layers: n,
             num_attention_heads: attention_heads,
             num_kv_heads: kv_heads,
@@ -353,38 +358,39 @@ impl Geometry {
         let h = self.hidden_size;
         let heads = self.num_attention_heads;
         if let Some(mla) = &self.mla {
-            let qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+            let qk = a(&[mla.qk_nope_head_dim, mla.qk_rope_head_dim]);
             let (q, q_norm) = match mla.q_lora_rank {
-                Some(r) => (m(h, r) + m(r, m(heads, qk)), r),
+                Some(r) => (a(&[m(h, r), m(r, m(heads, qk))]), r),
                 None => (m(h, m(heads, qk)), 0),
             };
-            let kv_a = m(h, mla.kv_lora_rank + mla.qk_rope_head_dim);
+            let kv_a = m(h, a(&[mla.kv_lora_rank, mla.qk_rope_head_dim]));
             let kv_b = m(
                 mla.kv_lora_rank,
-                m(heads, mla.qk_nope_head_dim + mla.v_head_dim),
+                m(heads, a(&[mla.qk_nope_head_dim, mla.v_head_dim])),
             );
             let o = m(m(heads, mla.v_head_dim), h);
-            return (q + kv_a + kv_b + o, q_norm + mla.kv_lora_rank);
+            return (a(&[q, kv_a, kv_b, o]), a(&[q_norm, mla.kv_lora_rank]));
         }
         let q = m(h, m(heads, self.head_dim));
         let k = m(h, m(kv_heads, self.head_dim));
         let v = m(h, m(kv_heads, self.v_head_dim));
         let o = m(m(heads, self.v_head_dim), h);
-        let mut small = 0;
-        if self.qkv_bias {
-            small +=
-                m(heads, self.head_dim) + m(kv_heads, self.head_dim) + m(kv_heads, self.v_head_dim);
-        }
-        if self.o_bias {
-            small += h;
-        }
-        if self.qk_norm {
-            small += 2 * self.head_dim;
-        }
-        if self.attention_sinks {
-            small += heads;
-        }
-        (q + k + v + o, small)
+        let qkv_bias = if self.qkv_bias {
+            a(&[
+                m(heads, self.head_dim),
+                m(kv_heads, self.head_dim),
+                m(kv_heads, self.v_head_dim),
+            ])
+        } else {
+            0
+        };
+        let small = a(&[
+            qkv_bias,
+            if self.o_bias { h } else { 0 },
+            if self.qk_norm { m(2, self.head_dim) } else { 0 },
+            if self.attention_sinks { heads } else { 0 },
+        ]);
+        (a(&[q, k, v, o]), small)
     }
 
     /// `(matrices, biases)` of an MLP of intermediate size `inter`: gated `3 × hidden ×
@@ -394,10 +400,17 @@ impl Geometry {
         if self.gated_mlp {
             (
                 m(3, m(h, inter)),
-                if self.mlp_bias { 2 * inter + h } else { 0 },
+                if self.mlp_bias {
+                    a(&[m(2, inter), h])
+                } else {
+                    0
+                },
             )
         } else {
-            (m(2, m(h, inter)), if self.mlp_bias { inter + h } else { 0 })
+            (
+                m(2, m(h, inter)),
+                if self.mlp_bias { a(&[inter, h]) } else { 0 },
+            )
         }
     }
 
@@ -417,9 +430,9 @@ impl Geometry {
             };
         }
         let h = self.hidden_size;
-        let norm = if self.norm_bias { 2 * h } else { h };
+        let norm = if self.norm_bias { m(2, h) } else { h };
         let mut p = ParamCount {
-            embedding: m(self.vocab_size, h) + m(self.learned_positions, h),
+            embedding: a(&[m(self.vocab_size, h), m(self.learned_positions, h)]),
             lm_head: if self.tie_word_embeddings {
                 0
             } else {
@@ -446,7 +459,7 @@ impl Geometry {
                         p.small = p.small.saturating_add(s_bias);
                     }
                     let gate = if moe.shared_expert_gate { h } else { 0 };
-                    p.router = p.router.saturating_add(m(h, moe.experts) + gate);
+                    p.router = a(&[p.router, m(h, moe.experts), gate]);
                     if moe.router_bias {
                         p.small = p.small.saturating_add(moe.experts);
                     }

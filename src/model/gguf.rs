@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::Path;
 
-use super::config::MAX_LAYERS;
+use super::config::{MAX_CONTEXT, MAX_DIM, MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, MAX_VOCAB};
 use super::geometry::{Attention, Geometry, GgufTensors, Layer, Mla, ModelFormat, Moe, TypeTotal};
 
 /// Bytes of header read at most (metadata + tensor infos). Real headers are a few MiB,
@@ -101,6 +101,15 @@ pub enum GgufError {
         offset: u64,
         name: String,
         problem: String,
+    },
+
+    #[error("{input}: `{key}` is {value}, more than the {limit} a model can have")]
+    #[diagnostic(code(oomdoctor::gguf::value))]
+    BadValue {
+        input: String,
+        key: String,
+        value: u64,
+        limit: u64,
     },
 
     #[error("{input}: the metadata has no `{key}`")]
@@ -864,6 +873,73 @@ pub fn geometry_from_gguf(h: &GgufHeader, input: &str) -> Result<Geometry, GgufE
     let kv_l = per_layer(get("attention.head_count_kv"), n).unwrap_or_else(|| heads_l.clone());
     let head_dim = num("attention.key_length").unwrap_or(hidden.checked_div(heads).unwrap_or(0));
     let v_dim = num("attention.value_length").unwrap_or(head_dim);
+    // Sizes beyond any real model are refused here, so the arithmetic never overflows.
+    let bounded = [
+        ("embedding_length", Some(hidden), MAX_DIM),
+        ("attention.head_count", Some(heads), MAX_HEADS),
+        (
+            "attention.head_count_kv",
+            kv_l.iter().copied().max(),
+            MAX_HEADS,
+        ),
+        ("attention.key_length", Some(head_dim), MAX_DIM),
+        ("attention.value_length", Some(v_dim), MAX_DIM),
+        (
+            "feed_forward_length",
+            per_layer(get("feed_forward_length"), n).and_then(|v| v.into_iter().max()),
+            MAX_DIM,
+        ),
+        ("vocab_size", num("vocab_size"), MAX_VOCAB),
+        ("context_length", num("context_length"), MAX_CONTEXT),
+        (
+            "attention.sliding_window",
+            num("attention.sliding_window"),
+            MAX_CONTEXT,
+        ),
+        ("expert_count", num("expert_count"), MAX_EXPERTS),
+        ("expert_used_count", num("expert_used_count"), MAX_EXPERTS),
+        (
+            "expert_feed_forward_length",
+            num("expert_feed_forward_length"),
+            MAX_DIM,
+        ),
+        (
+            "expert_shared_feed_forward_length",
+            num("expert_shared_feed_forward_length"),
+            MAX_DIM,
+        ),
+        (
+            "expert_shared_count",
+            num("expert_shared_count"),
+            MAX_EXPERTS,
+        ),
+        (
+            "attention.kv_lora_rank",
+            num("attention.kv_lora_rank"),
+            MAX_DIM,
+        ),
+        (
+            "attention.key_length_mla",
+            num("attention.key_length_mla"),
+            MAX_DIM,
+        ),
+        (
+            "attention.value_length_mla",
+            num("attention.value_length_mla"),
+            MAX_DIM,
+        ),
+        ("rope.dimension_count", num("rope.dimension_count"), MAX_DIM),
+    ];
+    for (k, v, limit) in bounded {
+        if let Some(v) = v.filter(|v| *v > limit) {
+            return Err(GgufError::BadValue {
+                input: input.to_string(),
+                key: key(k),
+                value: v,
+                limit,
+            });
+        }
+    }
 
     let mut g = Geometry::uniform(0, 0, 0, 0);
     g.format = ModelFormat::Gguf;

@@ -623,7 +623,9 @@ pub fn weights_bytes(
                 } else {
                     params.attention
                 };
-                attn + params.mlp + params.experts + params.shared_experts
+                [attn, params.mlp, params.experts, params.shared_experts]
+                    .iter()
+                    .fold(0u64, |a, b| a.saturating_add(*b))
             };
             let other = params.total().saturating_sub(q_params);
             let q_bytes = (q_params as f64 * quant.bits_per_weight / 8.0).ceil() as u64;
@@ -692,7 +694,7 @@ fn layer_kv_elems(g: &Geometry, kv_heads: u64, spec: &KvSpec) -> (u64, u64) {
     let tp = u64::from(spec.tensor_parallel.max(1));
     if let Some(mla) = &g.mla {
         return match spec.mla {
-            MlaLayout::Compressed => (mla.kv_lora_rank + mla.qk_rope_head_dim, 0),
+            MlaLayout::Compressed => (mla.kv_lora_rank.saturating_add(mla.qk_rope_head_dim), 0),
             MlaLayout::Expanded => {
                 let heads = g.num_attention_heads.div_ceil(tp).max(1);
                 (
@@ -707,7 +709,10 @@ fn layer_kv_elems(g: &Geometry, kv_heads: u64, spec: &KvSpec) -> (u64, u64) {
     } else {
         kv_heads.min(1)
     };
-    (heads * g.head_dim, heads * g.v_head_dim)
+    (
+        heads.saturating_mul(g.head_dim),
+        heads.saturating_mul(g.v_head_dim),
+    )
 }
 
 /// Bytes one layer stores per token: `row(K) + row(V)` in the cache dtype.
@@ -1190,13 +1195,19 @@ pub fn cuda_context_estimate() -> Estimate {
 /// stream plus a normalised copy (`2 × hidden`) beside them.
 fn activation_elems_per_token(g: &Geometry, tp: u64) -> u64 {
     let tp = tp.max(1);
-    let dense = 3 * g.intermediate_size / tp;
+    let dense = g.intermediate_size.saturating_mul(3) / tp;
     let moe = g
         .moe
         .as_ref()
-        .map(|m| m.experts_per_token * (3 * m.expert_intermediate_size / tp + g.hidden_size))
+        .map(|m| {
+            let per_expert = m.expert_intermediate_size.saturating_mul(3) / tp;
+            m.experts_per_token
+                .saturating_mul(per_expert.saturating_add(g.hidden_size))
+        })
         .unwrap_or(0);
-    4 * g.hidden_size + dense.max(moe)
+    g.hidden_size
+        .saturating_mul(4)
+        .saturating_add(dense.max(moe))
 }
 
 /// vLLM's "torch peak memory increase" of its profiling run: the forward pass over
@@ -1214,8 +1225,10 @@ pub fn vllm_activation_estimate(
     act_bytes: u64,
     tp: u64,
 ) -> Estimate {
-    let forward = batched_tokens * activation_elems_per_token(g, tp) * act_bytes;
-    let sampler = max_num_seqs * g.vocab_size * 4 * 2;
+    let forward = batched_tokens
+        .saturating_mul(activation_elems_per_token(g, tp))
+        .saturating_mul(act_bytes);
+    let sampler = max_num_seqs.saturating_mul(g.vocab_size).saturating_mul(8);
     let basis = format!(
         "max(forward over {} batched tokens = {}, sampler over {} sequences × {} vocab × 8 bytes = {})",
         fmt_int(batched_tokens),
@@ -1305,8 +1318,8 @@ pub fn llamacpp_compute_estimate(
     n_ctx: u64,
     flash_attn: bool,
 ) -> Estimate {
-    let logits = n_ubatch * g.vocab_size * 4;
-    let scratch = n_ubatch * 4 * g.hidden_size * 4;
+    let logits = n_ubatch.saturating_mul(g.vocab_size).saturating_mul(4);
+    let scratch = n_ubatch.saturating_mul(16).saturating_mul(g.hidden_size);
     let scores = if flash_attn {
         0
     } else {
@@ -1330,7 +1343,13 @@ pub fn llamacpp_compute_estimate(
             g.num_attention_heads
         )
     };
-    Estimate::scaled("compute buffer", logits + scratch + scores, 0.7, 1.6, basis)
+    Estimate::scaled(
+        "compute buffer",
+        logits.saturating_add(scratch).saturating_add(scores),
+        0.7,
+        1.6,
+        basis,
+    )
 }
 
 #[cfg(test)]

@@ -250,13 +250,19 @@ pub fn geometry_from_facts(facts: &Facts) -> Option<Geometry> {
             .filter(|v| v.is_finite() && *v >= 0.0)
             .map(|v| v as u64)
     };
-    let layers = int("model.layers").filter(|l| *l > 0)?;
-    let heads = int("model.attention_heads").unwrap_or(0);
-    let kv_heads = int("model.kv_heads").or((heads > 0).then_some(heads))?;
-    let head_dim = int("model.head_dim").or_else(|| {
-        let hidden = int("model.hidden_size")?;
-        hidden.checked_div(heads)
-    })?;
+    let layers = int("model.layers").filter(|l| (1..=config::MAX_LAYERS).contains(l))?;
+    let heads = int("model.attention_heads")
+        .filter(|h| *h <= config::MAX_HEADS)
+        .unwrap_or(0);
+    let kv_heads = int("model.kv_heads")
+        .or((heads > 0).then_some(heads))
+        .filter(|h| *h <= config::MAX_HEADS)?;
+    let head_dim = int("model.head_dim")
+        .or_else(|| {
+            let hidden = int("model.hidden_size")?;
+            hidden.checked_div(heads)
+        })
+        .filter(|d| *d <= config::MAX_DIM)?;
     let mut g = Geometry::uniform(layers, heads.max(kv_heads), kv_heads, head_dim);
     if let Some(h) = int("model.hidden_size") {
         g.hidden_size = h;

@@ -259,14 +259,20 @@ impl PlanRequest {
                 PlanError::Args(format!("--dtype {s}: expected float16, bfloat16 or float32 (use --quantization for 8- and 4-bit)"))
             })?),
         };
-        if a.concurrency == Some(0) {
+        if a.concurrency == Some(0) || a.concurrency.is_some_and(|c| c > 1 << 20) {
             return Err(PlanError::Args(
-                "--concurrency must be at least 1".to_string(),
+                "--concurrency must be from 1 to 1,048,576".to_string(),
             ));
         }
-        if a.tensor_parallel == Some(0) {
+        if a.context.is_some_and(|c| c > config::MAX_CONTEXT) {
+            return Err(PlanError::Args(format!(
+                "--context must be at most {}",
+                fmt_int(config::MAX_CONTEXT)
+            )));
+        }
+        if a.tensor_parallel.is_some_and(|t| t == 0 || t > 4096) {
             return Err(PlanError::Args(
-                "--tensor-parallel must be at least 1".to_string(),
+                "--tensor-parallel must be from 1 to 4096".to_string(),
             ));
         }
         if let Some(q) = &a.quantization {
@@ -502,7 +508,9 @@ pub fn plan_for(
         Some(_) => 0,
         None => best_engine(&plans),
     };
-    let p = &plans[primary.min(plans.len() - 1)];
+    let Some(p) = plans.get(primary).or(plans.first()) else {
+        return Err(PlanError::Args("no engine to plan for".to_string()));
+    };
     let fits = match req.engine {
         Some(_) => p.fits,
         None => plans.iter().any(|e| e.fits),
@@ -904,7 +912,11 @@ pub fn render_human(report: &PlanReport, explain: bool) -> String {
             "  budget {}{scope}, weights {}, overheads {}, KV budget {}, KV needed {}, capacity {} tokens",
             fmt_gib(p.budget_bytes),
             fmt_gib(p.weights_bytes),
-            fmt_gib(p.overheads.iter().map(|x| x.bytes).sum()),
+            fmt_gib(
+                p.overheads
+                    .iter()
+                    .fold(0u64, |a, x| a.saturating_add(x.bytes))
+            ),
             fmt_gib_f(p.kv_budget_bytes as f64),
             fmt_gib(p.kv_needed_bytes),
             if p.kv_capacity_tokens >= u64::MAX / 4 {

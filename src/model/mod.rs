@@ -244,10 +244,11 @@ pub fn geometry_facts(g: &Geometry, input: &InputName) -> Facts {
 /// layers without a cache, `model.sliding_layers` as sliding-window layers: which layers
 /// they are does not change any total. Enough for KV arithmetic, not for parameter counts.
 pub fn geometry_from_facts(facts: &Facts) -> Option<Geometry> {
+    // Bounded like a config's sizes, so a garbled log line cannot feed absurd values on.
     let int = |name: &str| {
         facts
             .num(name)
-            .filter(|v| v.is_finite() && *v >= 0.0)
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v <= config::MAX_CONTEXT as f64)
             .map(|v| v as u64)
     };
     let layers = int("model.layers").filter(|l| (1..=config::MAX_LAYERS).contains(l))?;

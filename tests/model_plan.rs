@@ -605,3 +605,26 @@ fn context_zero_means_the_model_maximum_and_kv_dtype_passes_through() {
             .any(|n| n.contains("cannot store a fp8_e5m2"))
     );
 }
+
+#[test]
+fn a_directory_with_config_json_is_a_model() {
+    let dir = std::env::temp_dir().join(format!("oomdoctor-plan-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(fixture("qwen3-next-80b-a3b.json"), dir.join("config.json")).unwrap();
+    let mut a = args("unused", "2xh200");
+    a.model = dir.clone();
+    a.engine = Some(Engine::Vllm);
+    a.context = Some(65_536);
+    let r = run(&a);
+    // No _name_or_path: commands name the directory, as `vllm serve DIR` takes it.
+    assert_eq!(r.model.name, dir.display().to_string());
+    assert!(
+        engine(&r, Engine::Vllm)
+            .command
+            .starts_with(&format!("vllm serve {} ", dir.display()))
+    );
+    // Only 12 of 48 layers keep KV: 65,536 tokens are 1.5 GiB in bf16.
+    assert_eq!(r.model.kv_layers, 12);
+    assert_eq!(r.kv_cache_bytes_per_token * 65_536, 3 * GIB / 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -337,9 +337,14 @@ fn layer_weights(w: &Workload) -> LayerWeights {
     });
     let output = if g.tie_word_embeddings { embd } else { head };
     let rest = w.weights_bytes.saturating_sub(embd).saturating_sub(head);
+    // Spread evenly, the remainder one byte each over the first layers, so the parts add
+    // up to the whole exactly.
     let n = g.layers.len().max(1) as u64;
+    let per_layer = (0..g.layers.len() as u64)
+        .map(|i| rest / n + u64::from(i < rest % n))
+        .collect();
     LayerWeights {
-        per_layer: vec![rest / n; g.layers.len()],
+        per_layer,
         output,
         token_embd: embd,
         other: 0,
@@ -1484,9 +1489,15 @@ fn explain(
     } else {
         String::new()
     };
+    let windows_capped = f.spec.cap_sliding && g.sliding_layer_count() > 0;
+    let how = if windows_capped || asked.gpu_layers.is_some() {
+        format!("longest single sequence whose KV fits the KV budget{unit}")
+    } else {
+        format!("KV budget / KV per token{unit}")
+    };
     t.add(
         "KV capacity",
-        format!("KV budget / KV per token{unit}"),
+        how,
         if capacity >= u64::MAX / 4 {
             "unlimited (no per-token KV)".to_string()
         } else {

@@ -1076,6 +1076,75 @@ pub fn kv_fit(
     fit
 }
 
+/// [`kv_fit`], recording its steps for `--explain`:
+///
+/// ```text
+/// KV capacity = 2.30 GiB / (16 × 131,072 bytes) whole blocks = 18,832 tokens
+/// max context at 1 sequence = 18,832 rounded down to 1,024 = 18,432 tokens
+/// ```
+pub fn kv_fit_explained(
+    kv_budget_bytes: u64,
+    kv_bytes_per_token: u64,
+    block_size: u64,
+    context: u64,
+    concurrency: u64,
+    trace: &mut Trace,
+) -> KvFit {
+    let fit = kv_fit(
+        kv_budget_bytes,
+        kv_bytes_per_token,
+        block_size,
+        context,
+        concurrency,
+    );
+    let blocks = if block_size > 1 {
+        format!(
+            "({} × {} bytes) whole blocks",
+            block_size,
+            fmt_int(kv_bytes_per_token)
+        )
+    } else {
+        format!("{} bytes", fmt_int(kv_bytes_per_token))
+    };
+    trace.add(
+        "KV capacity",
+        format!("{} / {blocks}", fmt_gib(kv_budget_bytes)),
+        format!("{} tokens", fmt_int(fit.capacity_tokens)),
+    );
+    let conc = concurrency.max(1);
+    let per_seq = if conc > 1 {
+        format!("{} / {conc} sequences", fmt_int(fit.capacity_tokens))
+    } else {
+        fmt_int(fit.capacity_tokens)
+    };
+    trace.add(
+        format!(
+            "max context at {conc} sequence{}",
+            if conc == 1 { "" } else { "s" }
+        ),
+        format!(
+            "{per_seq} rounded down to a multiple of {}",
+            context_step(fit.capacity_tokens / conc)
+        ),
+        format!("{} tokens", fmt_int(fit.max_context)),
+    );
+    trace.add(
+        format!("KV for {}", token_phrase(context, concurrency)),
+        format!(
+            "{} × {} × {} bytes",
+            fmt_int(conc),
+            fmt_int(context),
+            fmt_int(kv_bytes_per_token)
+        ),
+        format!(
+            "{} ({})",
+            fmt_bytes(fit.needed_bytes),
+            if fit.fits { "fits" } else { "does not fit" }
+        ),
+    );
+    fit
+}
+
 /// [`kv_fit`] when the log gives the capacity in tokens ("GPU KV cache size: 65,536
 /// tokens", SGLang's `max_total_num_tokens`, TGI's "max batch total tokens").
 /// `needed_bytes` is 0: the log gave no byte size.
@@ -1429,6 +1498,19 @@ mod tests {
         assert_eq!(capacity_in_dtype(65_536, 131_072, 65_536), 131_072);
         assert_eq!(capacity_in_dtype(17, 131_072, 69_632), 32);
         assert_eq!(fraction_for_kv(80 * GIB, 20 * GIB, 8 * GIB), 0.35);
+        let mut t = Trace::new();
+        let f = kv_fit_explained((2.30 * GIB as f64) as u64, 131_072, 16, 32_768, 1, &mut t);
+        assert_eq!(f.max_context, 18_432);
+        let lines: Vec<String> = t.steps().iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            lines[0],
+            "KV capacity = 2.30 GiB / (16 × 131,072 bytes) whole blocks = 18,832 tokens"
+        );
+        assert_eq!(
+            lines[1],
+            "max context at 1 sequence = 18,832 rounded down to a multiple of 1024 = 18,432 tokens"
+        );
+        assert!(lines[2].ends_with("(does not fit)"), "{}", lines[2]);
     }
 
     #[test]

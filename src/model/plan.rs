@@ -217,11 +217,20 @@ pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
         },
     })?;
     let g = config::parse_config(&text, &display)?;
+    // Engines take the HF id, or the directory holding config.json; a config saved under
+    // another name is named by its stem.
     let model_ref = g.name.clone().unwrap_or_else(|| {
-        path.parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| display.clone())
+        let is_config = path.file_name().is_some_and(|n| n == "config.json");
+        match (
+            is_config,
+            path.parent().filter(|p| !p.as_os_str().is_empty()),
+        ) {
+            (true, Some(dir)) => dir.display().to_string(),
+            _ => path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| display.clone()),
+        }
     });
     Ok(LoadedModel {
         geometry: g,
@@ -568,7 +577,7 @@ pub fn plan_for(
         primary_engine: p.engine,
         verdict,
         model: ModelSummary {
-            name: g.name.clone().unwrap_or_else(|| model.path.clone()),
+            name: g.name.clone().unwrap_or_else(|| model.model_ref.clone()),
             source: model.path.clone(),
             format: g.format,
             architecture: g.architecture.clone(),

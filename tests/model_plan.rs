@@ -594,6 +594,10 @@ fn context_zero_means_the_model_maximum_and_kv_dtype_passes_through() {
             .as_deref(),
         Some("fp8_e5m2")
     );
+    // llama.cpp too: -c 0 is n_ctx_train, not the 4,096 default.
+    a.engine = Some(Engine::Llamacpp);
+    let r = run(&a);
+    assert_eq!(engine(&r, Engine::Llamacpp).context_tokens, 131_072);
     // Ollama cannot store fp8: it plans with its own 1-byte type, q8_0, and says so.
     a.engine = Some(Engine::Ollama);
     let r = run(&a);

@@ -250,6 +250,9 @@ const VLLM_BLOCK: u64 = 16;
 const LLAMACPP_PAD: u64 = 256;
 /// llama.cpp's and Ollama's default micro-batch (`-ub` / `num_batch`).
 const N_UBATCH: u64 = 512;
+/// llama.cpp's `-fa auto` turns flash attention on for CUDA builds (2025+), which keeps the
+/// compute buffer independent of the context.
+const LLAMACPP_FLASH_ATTN: bool = true;
 /// Ollama keeps this much free per GPU (the `minimum` of its `gpu memory` log line).
 const OLLAMA_RESERVE: u64 = 457 * MIB;
 /// TGI keeps 5 % of the free memory out of the KV cache (`TGI_WIGGLE_ROOM` = 0.95).
@@ -604,11 +607,10 @@ impl<'a> Fitter<'a> {
             }
             Engine::Llamacpp | Engine::Ollama => {
                 let n_ctx = ctx_rounded.saturating_mul(c.concurrency);
-                let flash = true;
                 let mut o = vec![
                     per_gpu(memory::cuda_context_estimate(), self.gpus),
                     per_gpu(
-                        memory::llamacpp_compute_estimate(g, N_UBATCH, n_ctx, flash),
+                        memory::llamacpp_compute_estimate(g, N_UBATCH, n_ctx, LLAMACPP_FLASH_ATTN),
                         self.gpus,
                     ),
                 ];
@@ -659,11 +661,12 @@ impl<'a> Fitter<'a> {
     fn sglang_reserve_ok(&self, fraction: f64) -> (bool, u64) {
         let g = self.w.geometry;
         let t = if self.large_gpu() { 8192 } else { 2048 };
-        let need =
-            memory::prefill_activation_estimate(g, t, 1, self.act_bytes(), u64::from(self.tp))
-                .bytes
-                + memory::cuda_graph_estimate(g).bytes
-                + 256 * MIB;
+        let act =
+            memory::prefill_activation_estimate(g, t, 1, self.act_bytes(), u64::from(self.tp));
+        let need = act
+            .bytes
+            .saturating_add(memory::cuda_graph_estimate(g).bytes)
+            .saturating_add(256 * MIB);
         let reserve = self
             .mem
             .saturating_sub(memory::fraction_of(self.mem, fraction));
@@ -765,8 +768,10 @@ pub fn plan_engine(engine: Engine, w: &Workload) -> EnginePlan {
         None => model_dtype,
     };
     let asked = Config {
+        // 0 means the model's own maximum, as llama.cpp's `-c 0` does.
         context: match w.context {
-            Some(0) | None => f.default_context,
+            None => f.default_context,
+            Some(0) => g.max_context().unwrap_or(f.default_context),
             Some(c) => c,
         },
         concurrency: w.concurrency.unwrap_or(1).max(1),
@@ -1064,59 +1069,108 @@ fn online_quant_plan(engine: Engine, w: &Workload) -> Option<(&'static str, Engi
     })
 }
 
-/// Ways out when the weights alone do not fit: online fp8, more GPUs, offload.
+/// Ways out when the weights alone do not fit, each with its number: load-time fp8
+/// (vLLM/SGLang/TGI), a smaller GGUF type (llama.cpp/Ollama), bitsandbytes
+/// (transformers), vLLM's CPU offload, and the tensor-parallel size that would fit.
 fn weights_alternatives(f: &Fitter, asked: Config, out: &mut Vec<String>) {
     let w = f.w;
     let top = Config {
         fraction: f.fraction.map(|(_, m)| m).unwrap_or(1.0),
         ..asked
     };
-    let e = f.eval(Config { context: 0, ..top });
-    let deficit = if e.kv_budget < 0 {
-        e.kv_budget.unsigned_abs()
+    let bare = f.eval(Config { context: 0, ..top });
+    let deficit = if bare.kv_budget < 0 {
+        bare.kv_budget.unsigned_abs()
     } else {
         0
     };
-    let short = deficit.saturating_add(e.kv_needed);
     out.push(format!(
         "the weights ({}) and overheads exceed the budget by {} before any KV cache",
         fmt_gib(f.weights),
-        fmt_gib(short)
+        fmt_gib(deficit)
     ));
+    let per_rank = |bytes: u64| {
+        if f.engine.tensor_parallel() {
+            bytes.div_ceil(u64::from(f.tp))
+        } else {
+            bytes
+        }
+    };
+    let with = |quant: Quant| {
+        let format = WeightFormat::Quantized {
+            quant,
+            rest: w.geometry.activation_dtype(),
+        };
+        per_rank(memory::weights_bytes(
+            &w.params,
+            &format,
+            None,
+            &mut Trace::new(),
+        ))
+    };
     let sixteen_bit = matches!(
         w.format,
         WeightFormat::Dense {
             dtype: Dtype::F16 | Dtype::Bf16 | Dtype::F32
         }
     );
-    if sixteen_bit && w.geometry.gguf.is_none() {
-        let fp8 = memory::weights_bytes(
-            &w.params,
-            &WeightFormat::Quantized {
-                quant: Quant::fp8(None),
-                rest: Dtype::Bf16,
-            },
-            None,
-            &mut Trace::new(),
-        );
-        let per = if f.engine.tensor_parallel() {
-            fp8.div_ceil(u64::from(f.tp))
-        } else {
-            fp8
-        };
-        out.push(format!("fp8 weights would take {} (vLLM/SGLang `--quantization fp8` on Ada/Hopper GPUs; TGI `--quantize fp8`)", fmt_gib(per)));
+    match f.engine {
+        Engine::Vllm | Engine::Sglang | Engine::Tgi if sixteen_bit => {
+            let flag = if f.engine == Engine::Tgi {
+                "--quantize fp8"
+            } else {
+                "--quantization fp8"
+            };
+            out.push(format!(
+                "fp8 weights would take {} ({flag}; Ada/Hopper or newer for fp8 compute)",
+                fmt_gib(with(Quant::fp8(None)))
+            ));
+        }
+        Engine::Transformers if sixteen_bit => {
+            out.push(format!(
+                "4-bit nf4 weights (bitsandbytes) would take {}",
+                fmt_gib(with(Quant::bnb_4bit("nf4", false)))
+            ));
+        }
+        Engine::Llamacpp | Engine::Ollama => {
+            for t in ["q4_k_m", "q3_k_m"] {
+                if let Some(q) = Quant::gguf_type(t) {
+                    let b = with(q);
+                    if b < w.weights_bytes {
+                        out.push(format!(
+                            "a {} file would take about {}",
+                            t.to_ascii_uppercase(),
+                            fmt_gib(b)
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if f.engine == Engine::Vllm {
+        // Offload enough weights for the asked context to fit (slow: weights cross PCIe).
+        let e = f.eval(top);
+        let short = u64::try_from(i128::from(e.kv_needed) - i128::from(e.kv_budget)).unwrap_or(0);
+        let gib = short.div_ceil(GIB);
+        if gib > 0 {
+            out.push(format!(
+                "--cpu-offload-gb {gib} keeps that much of the weights in host memory (much slower)"
+            ));
+        }
     }
     if f.engine.tensor_parallel() {
         let heads = w.geometry.num_attention_heads;
+        let overheads = bare
+            .overheads
+            .iter()
+            .fold(0u64, |a, o| a.saturating_add(o.bytes));
         for tp in [2u32, 4, 8, 16] {
             if tp <= f.tp || (heads > 0 && heads % u64::from(tp) != 0) {
                 continue;
             }
             let per_gpu = w.weights_bytes.div_ceil(u64::from(tp));
-            let overheads = e
-                .overheads
-                .iter()
-                .fold(0u64, |a, o| a.saturating_add(o.bytes));
             if per_gpu.saturating_add(overheads) < memory::fraction_of(f.mem, top.fraction) {
                 out.push(format!(
                     "tensor parallel over {tp} such GPUs puts {} of weights on each",

@@ -374,6 +374,18 @@ fn weights_that_do_not_fit_get_weight_fixes() {
         "{:?}",
         v.alternatives
     );
+    // Each alternative carries its number.
+    let starts = |xs: &[String], p: &str| xs.iter().any(|x| x.starts_with(p));
+    assert!(
+        starts(&v.alternatives, "fp8 weights would take"),
+        "{:?}",
+        v.alternatives
+    );
+    assert!(
+        starts(&v.alternatives, "--cpu-offload-gb "),
+        "{:?}",
+        v.alternatives
+    );
     // llama.cpp runs it with part of the layers on the GPU.
     let l = engine(&r, Engine::Llamacpp);
     assert_eq!(l.status, FitStatus::PartialOffload);
@@ -382,6 +394,11 @@ fn weights_that_do_not_fit_get_weight_fixes() {
     assert_eq!(
         l.settings.get("-ngl").map(|x| x.to_string()),
         Some(ngl.to_string())
+    );
+    assert!(
+        starts(&l.alternatives, "a Q4_K_M file would take about"),
+        "{:?}",
+        l.alternatives
     );
 
     // Two H100s: tensor parallel 2 fits, with the size in the settings.

@@ -417,7 +417,7 @@ impl Geometry {
     /// The parameter count from the shapes, or the exact GGUF tensor total.
     ///
     /// `vocab × hidden` (embeddings) + the LM head unless tied + per layer: attention
-    /// ([`Self::attention_params`]), MLP (`3 × hidden × intermediate` gated) or MoE
+    /// (q, k, v, o with GQA, or MLA's projections), MLP (`3 × hidden × intermediate` gated) or MoE
     /// (`experts × 3 × hidden × expert_intermediate` + shared experts + `hidden × experts`
     /// router), norms (`norms_per_layer × hidden`) and biases; + the final norm + the vision
     /// tower. Linear-attention/SSM layers are counted as attention layers of the same

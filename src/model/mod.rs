@@ -6,7 +6,7 @@
 //! - [`memory`] does the arithmetic (KV bytes per token, weights, capacities, the fix
 //!   values the diagnosis prints, overhead estimates) and records it for `--explain`;
 //! - [`gpus`] knows GPUs by name; [`fit`] knows how each engine sizes its memory;
-//! - [`plan`] is `oomdoctor plan`.
+//! - [`mod@plan`] is `oomdoctor plan`.
 //!
 //! The diagnosis reads models through facts: [`geometry_facts`] turns a geometry into the
 //! `model.*` facts of [`FACTS`], and [`geometry_from_facts`] rebuilds a geometry from the

@@ -973,3 +973,74 @@ pub fn render_human(report: &PlanReport, explain: bool) -> String {
     }
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// How the integrator will mount the arguments.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        plan: PlanArgs,
+    }
+
+    #[test]
+    fn arguments_parse_as_the_cli_will_take_them() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "oomdoctor",
+            "--model",
+            "config.json",
+            "--gpu",
+            "2xh100",
+            "--engine",
+            "llama.cpp",
+            "--context",
+            "8192",
+            "--concurrency",
+            "4",
+            "--kv-cache-dtype",
+            "q8_0",
+            "--tensor-parallel",
+            "2",
+            "--format",
+            "json",
+            "--explain",
+        ])
+        .unwrap();
+        let a = cli.plan;
+        assert_eq!(a.engine, Some(Engine::Llamacpp));
+        assert_eq!(
+            (a.context, a.concurrency, a.tensor_parallel),
+            (Some(8192), Some(4), Some(2))
+        );
+        assert_eq!(a.format, PlanFormat::Json);
+        assert!(a.explain);
+        let req = PlanRequest::from_args(&a).unwrap();
+        assert_eq!(req.kv_cache_dtype, Some(CacheDtype::Q8_0));
+        for name in [
+            "vllm",
+            "sglang",
+            "tgi",
+            "llamacpp",
+            "llama-cpp",
+            "ollama",
+            "transformers",
+            "hf",
+        ] {
+            assert!(
+                Cli::try_parse_from(["o", "--model", "m", "--gpu", "h100", "--engine", name])
+                    .is_ok(),
+                "{name}"
+            );
+        }
+        assert!(
+            Cli::try_parse_from(["o", "--model", "m", "--gpu", "h100", "--engine", "exllama"])
+                .is_err()
+        );
+        assert!(Cli::try_parse_from(["o", "--gpu", "h100"]).is_err());
+    }
+}

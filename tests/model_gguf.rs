@@ -696,3 +696,52 @@ fn ollama_parallel_multiplies_the_cache() {
     assert_eq!(r.model.name, "Meta Llama 3 8B Instruct");
     std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn split_models_are_summed_over_their_parts() {
+    // llama-gguf-split: metadata in part 1, tensors spread over both parts.
+    let dir = std::env::temp_dir().join(format!("oomdoctor-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let layer = |g: Gguf, i: u32| {
+        g.tensor(&format!("blk.{i}.attn_q.weight"), &[256, 256], Q4_K)
+            .tensor(&format!("blk.{i}.ffn_down.weight"), &[512, 256], Q6_K)
+    };
+    let first = Gguf::new(3)
+        .kv("general.architecture", Val::Str("llama".into()))
+        .kv("llama.block_count", Val::U32(2))
+        .kv("llama.embedding_length", Val::U32(256))
+        .kv("llama.attention.head_count", Val::U32(8))
+        .kv("split.no", Val::U32(0))
+        .kv("split.count", Val::U32(2))
+        .tensor("token_embd.weight", &[256, 1000], Q4_K);
+    let second = Gguf::new(3)
+        .kv("split.no", Val::U32(1))
+        .kv("split.count", Val::U32(2));
+    let p1 = dir.join("m-00001-of-00002.gguf");
+    std::fs::write(&p1, layer(first, 0).header()).unwrap();
+    let part_two = layer(second, 1).tensor("output.weight", &[256, 1000], Q6_K);
+    std::fs::write(dir.join("m-00002-of-00002.gguf"), part_two.header()).unwrap();
+
+    let h = gguf::read_gguf_model(&p1).unwrap();
+    let layer_bytes = 256 * 144 + 256 * 2 * 210;
+    assert_eq!(h.tensors.layer_bytes, vec![layer_bytes; 2]);
+    assert_eq!(h.tensors.output_bytes, 1000 * 210);
+    assert_eq!(
+        h.tensors.total_bytes,
+        2 * layer_bytes + 1000 * 144 + 1000 * 210
+    );
+    assert_eq!(h.tensor_count, 6);
+
+    // A missing part is noted, not fatal.
+    std::fs::remove_file(dir.join("m-00002-of-00002.gguf")).unwrap();
+    let h = gguf::read_gguf_model(&p1).unwrap();
+    assert_eq!(h.tensors.total_bytes, layer_bytes + 1000 * 144);
+    assert!(
+        h.notes
+            .iter()
+            .any(|n| n.contains("m-00002-of-00002.gguf is missing")),
+        "{:?}",
+        h.notes
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

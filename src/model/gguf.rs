@@ -589,6 +589,17 @@ impl<R: Read> Reader<'_, R> {
 /// Reads a GGUF header from `r`, at most `limit` bytes of it. `input` names the file in
 /// errors.
 pub fn read_header<R: Read>(r: R, input: &str, limit: u64) -> Result<GgufHeader, GgufError> {
+    read_header_part(r, input, limit, None)
+}
+
+/// [`read_header`] for a part of a split model: parts after the first carry no
+/// architecture, so the layer count to group `blk.N` tensors by comes from the first.
+fn read_header_part<R: Read>(
+    r: R,
+    input: &str,
+    limit: u64,
+    blocks_hint: Option<u64>,
+) -> Result<GgufHeader, GgufError> {
     let mut rd = Reader {
         inner: r,
         pos: 0,
@@ -674,6 +685,7 @@ pub fn read_header<R: Read>(r: R, input: &str, limit: u64) -> Result<GgufHeader,
         .architecture()
         .and_then(|arch| header.get(&format!("{arch}.block_count")))
         .and_then(GgufValue::as_u64)
+        .or(blocks_hint)
         .unwrap_or(0)
         .min(MAX_LAYERS);
     read_tensors(&mut rd, &mut header, blocks)?;
@@ -823,6 +835,93 @@ pub fn read_gguf_file(path: &Path) -> Result<GgufHeader, GgufError> {
         }
     }
     Ok(h)
+}
+
+/// Reads a model that may be split (`name-00001-of-00003.gguf`, written by
+/// `llama-gguf-split`): the first part holds the metadata, every part holds some tensors,
+/// and the weights are their sum. Missing parts are noted, not fatal (the weights are then
+/// undercounted, and the note says by which part).
+pub fn read_gguf_model(path: &Path) -> Result<GgufHeader, GgufError> {
+    let mut h = read_gguf_file(path)?;
+    let parts = h
+        .get("split.count")
+        .and_then(GgufValue::as_u64)
+        .unwrap_or(1);
+    if parts <= 1 {
+        return Ok(h);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let suffix = format!("-of-{parts:05}.gguf");
+    let prefix = name
+        .strip_suffix(&suffix)
+        .and_then(|p| p.get(..p.len().checked_sub(6)?))
+        .filter(|_| parts <= 9999);
+    let Some(prefix) = prefix.map(str::to_string) else {
+        h.notes.push(format!(
+            "split GGUF ({parts} parts) whose name is not NAME-00001-of-{parts:05}.gguf: only this part's tensors are counted"
+        ));
+        return Ok(h);
+    };
+    let blocks = h.tensors.layer_bytes.len() as u64;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    for i in 2..=parts {
+        let part = dir.join(format!("{prefix}-{i:05}-of-{parts:05}.gguf"));
+        if !part.is_file() {
+            h.notes.push(format!(
+                "split part {} is missing: its tensors are not counted (weights underestimated)",
+                part.display()
+            ));
+            continue;
+        }
+        let input = part.display().to_string();
+        let file = std::fs::File::open(&part).map_err(|e| GgufError::Io {
+            input: input.clone(),
+            offset: 0,
+            source: e,
+        })?;
+        let p = read_header_part(
+            io::BufReader::new(file),
+            &input,
+            DEFAULT_HEADER_LIMIT,
+            Some(blocks),
+        )?;
+        merge_tensors(&mut h.tensors, &p.tensors);
+        h.notes.extend(p.notes);
+        h.tensor_count = h.tensor_count.saturating_add(p.tensor_count);
+    }
+    Ok(h)
+}
+
+/// Adds the tensors of another part of a split model.
+fn merge_tensors(into: &mut GgufTensors, from: &GgufTensors) {
+    into.total_bytes = into.total_bytes.saturating_add(from.total_bytes);
+    into.total_params = into.total_params.saturating_add(from.total_params);
+    for (a, b) in into.layer_bytes.iter_mut().zip(&from.layer_bytes) {
+        *a = a.saturating_add(*b);
+    }
+    into.output_bytes = into.output_bytes.saturating_add(from.output_bytes);
+    into.token_embd_bytes = into.token_embd_bytes.saturating_add(from.token_embd_bytes);
+    into.other_bytes = into.other_bytes.saturating_add(from.other_bytes);
+    for t in &from.by_type {
+        match into.by_type.iter_mut().find(|x| x.ggml_type == t.ggml_type) {
+            Some(x) => {
+                x.tensors += t.tensors;
+                x.params = x.params.saturating_add(t.params);
+                x.bytes = x.bytes.saturating_add(t.bytes);
+            }
+            None => into.by_type.push(t.clone()),
+        }
+    }
+    into.by_type
+        .sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.ggml_type.cmp(&b.ggml_type)));
+    for u in &from.unknown_types {
+        if !into.unknown_types.contains(u) {
+            into.unknown_types.push(*u);
+        }
+    }
 }
 
 /// A per-layer array (`head_count_kv` may be one) or a scalar for every layer.

@@ -182,7 +182,7 @@ pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
     let mut magic = [0u8; 4];
     let n = file.read(&mut magic).map_err(io)?;
     if gguf::is_gguf(&magic[..n]) {
-        let header = gguf::read_gguf_file(path)?;
+        let header = gguf::read_gguf_model(path)?;
         let mut g = gguf::geometry_from_gguf(&header, &display)?;
         if g.name.is_none() {
             g.name = path.file_stem().map(|s| s.to_string_lossy().into_owned());

@@ -125,6 +125,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
+    crate::model::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -160,6 +160,31 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
             finish_output(io, &list_rules(&set, format), Exit::Clean)
         }
         Some(Command::Facts { format }) => finish_output(io, &list_facts(format), Exit::Clean),
+        Some(Command::Plan(args)) => match crate::model::plan::plan(&args) {
+            Ok(report) => {
+                let text = match args.format {
+                    crate::model::plan::PlanFormat::Json => {
+                        crate::model::plan::render_json(&report)
+                    }
+                    crate::model::plan::PlanFormat::Human => {
+                        crate::model::plan::render_human(&report, args.explain)
+                    }
+                };
+                finish_output(
+                    io,
+                    &text,
+                    if report.fits {
+                        Exit::Clean
+                    } else {
+                        Exit::Incident
+                    },
+                )
+            }
+            Err(e) => {
+                report_error(io, &e);
+                Exit::Error
+            }
+        },
     }
 }
 
@@ -178,6 +203,8 @@ fn finish_output(io: &mut Io<'_>, text: &str, status: Exit) -> Exit {
 struct InputOutcome {
     report: InputReport,
     incidents: Vec<crate::incident::Incident>,
+    /// Facts that apply to every incident of the run (a model's geometry).
+    shared_facts: Option<crate::evidence::Facts>,
 }
 
 /// Options of a diagnosis run that do not concern output.
@@ -185,6 +212,8 @@ struct InputOutcome {
 pub struct DiagnoseOptions {
     pub stdin_name: String,
     pub input_kind: Option<InputKind>,
+    /// A model config or GGUF whose geometry applies to every incident.
+    pub model: Option<std::path::PathBuf>,
 }
 
 impl Default for DiagnoseOptions {
@@ -192,6 +221,7 @@ impl Default for DiagnoseOptions {
         DiagnoseOptions {
             stdin_name: "<stdin>".into(),
             input_kind: None,
+            model: None,
         }
     }
 }
@@ -201,8 +231,34 @@ impl From<&DiagnoseArgs> for DiagnoseOptions {
         DiagnoseOptions {
             stdin_name: a.stdin_name.clone(),
             input_kind: a.input_kind,
+            model: a.model.clone(),
         }
     }
+}
+
+/// Reads a model's geometry (config.json or GGUF) as facts for every incident.
+fn model_input(path: &std::path::Path) -> Result<InputOutcome, InputError> {
+    let name = path.display().to_string();
+    let loaded = crate::model::plan::load_model(path).map_err(|e| InputError::Unsupported {
+        input: name.clone(),
+        message: format!("cannot read the model: {e}"),
+        help: Some("--model takes a Hugging Face config.json or a GGUF file".into()),
+    })?;
+    let input: crate::evidence::InputName = std::sync::Arc::from(name.as_str());
+    let facts = crate::model::geometry_facts(&loaded.geometry, &input);
+    let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    Ok(InputOutcome {
+        report: InputReport {
+            name,
+            kind: "model",
+            bytes,
+            lines: None,
+            compressed: false,
+            incidents: 0,
+        },
+        incidents: vec![],
+        shared_facts: Some(facts),
+    })
 }
 
 fn analyze_input(
@@ -223,6 +279,7 @@ fn analyze_input(
     let name = opened.input_name();
     let compressed = opened.compressed;
     match opened.kind {
+        InputKind::Model if spec != "-" && !compressed => model_input(std::path::Path::new(spec)),
         InputKind::Log => {
             let counter = opened.counter.clone();
             let mut reader = opened.reader;
@@ -245,6 +302,7 @@ fn analyze_input(
                     incidents: evidence.incidents.len(),
                 },
                 incidents: evidence.incidents,
+                shared_facts: None,
             })
         }
         other => Err(InputError::Unsupported {
@@ -266,23 +324,40 @@ pub fn diagnose_inputs(
     let mut diagnosis = Diagnosis::new();
     let mut incidents = Vec::new();
     let mut errors = Vec::new();
+    let mut shared = crate::evidence::Facts::new();
+    let mut record = |result: Result<InputOutcome, InputError>,
+                      name: String,
+                      diagnosis: &mut Diagnosis| match result {
+        Ok(outcome) => {
+            diagnosis.inputs.push(outcome.report);
+            incidents.extend(outcome.incidents);
+            if let Some(f) = outcome.shared_facts {
+                shared.merge(&f, false);
+            }
+        }
+        Err(e) => {
+            diagnosis.errors.push(InputErrorReport {
+                input: name,
+                message: e.to_string(),
+            });
+            errors.push(e);
+        }
+    };
+    if let Some(m) = &opts.model {
+        record(model_input(m), m.display().to_string(), &mut diagnosis);
+    }
     for spec in specs {
-        match analyze_input(spec, opts, &mut stdin) {
-            Ok(outcome) => {
-                diagnosis.inputs.push(outcome.report);
-                incidents.extend(outcome.incidents);
-            }
-            Err(e) => {
-                diagnosis.errors.push(InputErrorReport {
-                    input: if spec == "-" {
-                        opts.stdin_name.clone()
-                    } else {
-                        spec.clone()
-                    },
-                    message: e.to_string(),
-                });
-                errors.push(e);
-            }
+        let name = if spec == "-" {
+            opts.stdin_name.clone()
+        } else {
+            spec.clone()
+        };
+        record(analyze_input(spec, opts, &mut stdin), name, &mut diagnosis);
+    }
+    // What a log says wins over the model file: it shows what actually ran.
+    if !shared.is_empty() {
+        for inc in &mut incidents {
+            inc.facts.merge(&shared, false);
         }
     }
     let reports = incidents

@@ -61,6 +61,12 @@ pub struct DiagnoseArgs {
     #[arg(long)]
     pub explain: bool,
 
+    /// The model that ran: a Hugging Face config.json or a GGUF file. Its geometry (layers,
+    /// KV heads, parameters) lets fixes carry exact values. A config or GGUF given as an
+    /// INPUT is used the same way.
+    #[arg(long, value_name = "PATH")]
+    pub model: Option<PathBuf>,
+
     /// When to use colour in human output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
@@ -92,6 +98,9 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         rules: Option<PathBuf>,
     },
+    /// Will it fit? Weights, KV cache and the settings per engine for a model on a GPU, before
+    /// launch. Exits 1 when it does not fit, so CI can gate a deployment.
+    Plan(crate::model::plan::PlanArgs),
     /// List every fact rules can read (the catalogue).
     Facts {
         #[arg(long, short = 'f', value_enum, default_value_t = Format::Human)]

@@ -296,3 +296,94 @@ fn user_rule_overrides_builtin() {
     );
     assert_ne!(json(&out)["incidents"][0]["rule"], "torch-fragmentation");
 }
+
+#[test]
+fn plan_exit_codes_and_json() {
+    let out = run(
+        &[
+            "plan",
+            "--model",
+            "fixtures/models/llama-3.1-8b.json",
+            "--gpu",
+            "h100",
+            "--engine",
+            "vllm",
+            "--context",
+            "8192",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json(&out);
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["kv_cache_bytes_per_token"], 131072);
+    for key in ["weights_bytes", "max_context_tokens", "settings"] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    let out = run(
+        &[
+            "plan",
+            "--model",
+            "fixtures/models/llama-2-13b.json",
+            "--gpu",
+            "24GiB",
+            "--engine",
+            "vllm",
+            "--context",
+            "4096",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["plan", "--model", "missing.json", "--gpu", "h100"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(
+        &[
+            "plan",
+            "--model",
+            "fixtures/models/llama-3.1-8b.json",
+            "--gpu",
+            "not-a-gpu",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn model_geometry_joins_the_incident() {
+    let out = run(
+        &[
+            FRAG,
+            "--model",
+            "fixtures/models/mistral-7b-v0.1.json",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    let v = json(&out);
+    assert_eq!(v["inputs"][0]["kind"], "model");
+    assert_eq!(v["incidents"][0]["facts"]["model.kv_heads"]["value"], 8);
+    // A config given as an input works the same way.
+    let out = run(
+        &[
+            FRAG,
+            "fixtures/models/mistral-7b-v0.1.json",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(
+        json(&out)["incidents"][0]["facts"]["model.layers"]["value"],
+        32
+    );
+}

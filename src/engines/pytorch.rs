@@ -203,9 +203,23 @@ static SELF_PROCESS: LazyLock<Regex> = LazyLock::new(|| {
 });
 static ALLOWED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"(?P<allowed>{SIZE}) allowed;")).expect("static regex"));
+// The allocator numbers are read piece by piece so a message cut short (an issue title, a
+// truncated terminal line) still yields what it has.
 static MODERN_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"Of the allocated memory (?P<alloc>{SIZE}) is allocated by PyTorch,(?:\s*with (?P<private>{SIZE}) allocated in private pools \(e\.g\., \w+ Graphs\),)?\s*and (?P<unalloc>{SIZE}) is reserved by PyTorch but unallocated"
+        r"Of the allocated memory (?P<alloc>{SIZE}) is allocated by PyTorch"
+    ))
+    .expect("static regex")
+});
+static MODERN_PRIVATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"with (?P<private>{SIZE}) allocated in private pools"
+    ))
+    .expect("static regex")
+});
+static MODERN_UNALLOC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(
+        r"(?P<unalloc>{SIZE}) is reserved by PyTorch but unallocated"
     ))
     .expect("static regex")
 });
@@ -225,12 +239,6 @@ static ASYNC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"Allocation on device (?P<dev>\d+) would exceed allowed memory\.?\s*\(out of memory\)",
     )
-    .expect("static regex")
-});
-static ASYNC_FIELD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"^\s*(?P<name>Currently allocated|Requested|Device limit|Free \(according to CUDA\)|PyTorch limit \(set by user-supplied memory fraction\))?\s*:\s*(?P<v>{SIZE})"
-    ))
     .expect("static regex")
 });
 /// OOMs raised by the CUDA runtime or libraries outside the caching allocator. They carry no
@@ -272,6 +280,8 @@ impl Recognizer for PyTorch {
             "CUDNN_STATUS_ALLOC_FAILED",
             "DefaultCPUAllocator",
             "would exceed allowed memory",
+            "OutOfMemoryError",
+            "Allocation on device",
             "ALLOC_CONF",
             "torch version",
             "PyTorch version",
@@ -303,6 +313,27 @@ impl Recognizer for PyTorch {
         }
         if let Some(c) = ASYNC_HEAD.captures(text) {
             recognize_async(line, &c, out);
+            return;
+        }
+        if let Some(c) = BARE_CLASS.captures(text.trim()) {
+            let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
+            let is_async = text.contains("Allocation on device");
+            f.fact("oom.backend", "cuda", None).fact(
+                "oom.wording",
+                if is_async {
+                    "cuda-malloc-async"
+                } else {
+                    "torch-bare"
+                },
+                None,
+            );
+            if let Some(exc) = c.name("exc") {
+                f.fact("oom.exception", exc.as_str(), span(&exc));
+            }
+            if is_async {
+                f.fact("torch.async_allocator", true, None);
+            }
+            out.failure(f);
             return;
         }
         if text.contains("ALLOC_CONF") {
@@ -594,28 +625,31 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
                 f.fact("oom.allowed_bytes", v, span(&m));
             }
         }
-        if let Some(c) = MODERN_ALLOC.captures(text) {
-            let alloc = c.name("alloc").and_then(size);
-            let unalloc = c.name("unalloc").and_then(size);
-            if let Some(m) = c.name("alloc") {
-                if let Some(a) = alloc {
-                    f.fact("oom.allocated_bytes", a, span(&m));
-                }
+        let alloc = MODERN_ALLOC.captures(text).and_then(|c| c.name("alloc"));
+        let unalloc = MODERN_UNALLOC
+            .captures(text)
+            .and_then(|c| c.name("unalloc"));
+        if let Some(m) = alloc {
+            if let Some(a) = size(m) {
+                f.fact("oom.allocated_bytes", a, span(&m));
             }
-            if let Some(m) = c.name("unalloc") {
-                if let Some(u) = unalloc {
-                    f.fact("oom.reserved_unallocated_bytes", u, span(&m));
-                }
+        }
+        if let Some(m) = unalloc {
+            if let Some(u) = size(m) {
+                f.fact("oom.reserved_unallocated_bytes", u, span(&m));
             }
-            if let Some(m) = c.name("private") {
-                if let Some(p) = size(m) {
-                    f.fact("oom.private_pool_bytes", p, span(&m));
-                    wording = "torch-2.4+";
-                }
+        }
+        if let Some(m) = MODERN_PRIVATE
+            .captures(text)
+            .and_then(|c| c.name("private"))
+        {
+            if let Some(p) = size(m) {
+                f.fact("oom.private_pool_bytes", p, span(&m));
+                wording = "torch-2.4+";
             }
-            if let (Some(a), Some(u)) = (alloc, unalloc) {
-                f.fact("oom.reserved_bytes", a + u, None);
-            }
+        }
+        if let (Some(a), Some(u)) = (alloc.and_then(size), unalloc.and_then(size)) {
+            f.fact("oom.reserved_bytes", a + u, None);
         }
         let exc = head.name("exc").map(|m| m.as_str()).unwrap_or("");
         if exc == "torch.OutOfMemoryError"
@@ -643,7 +677,26 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
     Some(f)
 }
 
-/// `backend:cudaMallocAsync` prints a multi-line report instead of the usual sentence.
+/// `backend:cudaMallocAsync` prints a multi-line report instead of the usual sentence:
+/// `Allocation on device 0 would exceed allowed memory. (out of memory)` then aligned
+/// `Currently allocated : X`, `Requested : Y`, `Device limit : Z`, `Free (according to CUDA): W`
+/// and the user fraction (its value wrapped onto the next line). Pasted reports often put it
+/// all on one line, so the fields are read from the joined text.
+static ASYNC_FIELDS: LazyLock<[(Regex, &'static str); 5]> = LazyLock::new(|| {
+    let f =
+        |label: &str| Regex::new(&format!(r"{label}\s*:\s*(?P<v>{SIZE})")).expect("static regex");
+    [
+        (f("Currently allocated"), "oom.allocated_bytes"),
+        (f("Requested"), "oom.requested_bytes"),
+        (f("Device limit"), "oom.total_bytes"),
+        (f(r"Free \(according to CUDA\)"), "oom.free_bytes"),
+        (
+            f(r"PyTorch limit \(set by user-supplied memory fraction\)"),
+            "oom.allowed_bytes",
+        ),
+    ]
+});
+
 fn recognize_async(line: &Line<'_>, head: &regex::Captures<'_>, out: &mut Emit) {
     let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
     f.fact("oom.backend", "cuda", None)
@@ -657,45 +710,56 @@ fn recognize_async(line: &Line<'_>, head: &regex::Captures<'_>, out: &mut Emit) 
         f.fact("oom.device", d, None);
     }
     let mut used = 0;
-    let mut pending_name: Option<String> = None;
     let mut joined = line.text.to_string();
     for next in line.following(8) {
-        let Some(c) = ASYNC_FIELD.captures(&next.text) else {
-            // The user-fraction line wraps its value onto the next line.
-            if next.text.contains("PyTorch limit") {
-                pending_name = Some("PyTorch limit".into());
-                used += 1;
-                joined.push(' ');
-                joined.push_str(next.text.trim());
-                continue;
-            }
+        let t = next.text.trim();
+        let is_field = [
+            "Currently allocated",
+            "Requested",
+            "Device limit",
+            "Free (according",
+            "PyTorch limit",
+        ]
+        .iter()
+        .any(|k| t.starts_with(k))
+            || (t.starts_with(':') && t.len() < 48);
+        if !is_field {
             break;
-        };
+        }
         used += 1;
         joined.push(' ');
-        joined.push_str(next.text.trim());
-        let name = c
-            .name("name")
-            .map(|m| m.as_str().to_string())
-            .or(pending_name.take())
-            .unwrap_or_default();
-        let Some(v) = c.name("v").and_then(size) else {
+        joined.push_str(t);
+    }
+    let mut total = None;
+    for (re, fact) in ASYNC_FIELDS.iter() {
+        let Some(m) = re.captures(&joined).and_then(|c| c.name("v")) else {
             continue;
         };
-        let fact = match name.as_str() {
-            "Currently allocated" => "oom.allocated_bytes",
-            "Requested" => "oom.requested_bytes",
-            "Device limit" => "oom.total_bytes",
-            "Free (according to CUDA)" => "oom.free_bytes",
-            n if n.starts_with("PyTorch limit") => "oom.allowed_bytes",
-            _ => continue,
-        };
-        f.fact(fact, v, None);
+        let Some(v) = size(m) else { continue };
+        if *fact == "oom.total_bytes" {
+            total = Some(v);
+        }
+        // No fraction set prints an absurd limit (17179869184.00 GiB): that is no cap at all.
+        if *fact == "oom.allowed_bytes" && total.is_none_or(|t| v >= t) {
+            continue;
+        }
+        let in_line = if used == 0 { span(&m) } else { None };
+        f.fact(fact, v, in_line);
     }
     out.consume(used);
-    f.text = Some(joined);
+    if used > 0 {
+        f.text = Some(joined);
+    }
     out.failure(f);
 }
+
+/// The exception class alone, without the allocator's sentence: ComfyUI's error report
+/// (`Exception Type: torch.cuda.OutOfMemoryError`, `Exception Message: Allocation on device`),
+/// tools that print only `type(e).__name__`, a message truncated after the class.
+static BARE_CLASS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:[-*\s]*(?:\*\*)?Exception Type:(?:\*\*)?\s*)?(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*(?::|$)|^(?:!!! Exception during processing !!!\s*)?Allocation on device\s*\d*\s*$")
+        .expect("static regex")
+});
 
 /// Reads a line where the user sets PYTORCH_CUDA_ALLOC_CONF, ignoring PyTorch's own hint.
 fn recognize_alloc_conf(text: &str, out: &mut Emit) {
@@ -1071,5 +1135,87 @@ mod tests {
         assert!(facts("If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.").is_empty());
         let f = facts("PyTorch version: 2.0.1+cu118");
         assert!(f.contains(&("torch.has_expandable_segments", Value::Bool(false))));
+    }
+}
+
+#[cfg(test)]
+mod pasted_shapes {
+    use super::*;
+    use crate::engines::Observation;
+    use crate::evidence::InputName;
+    use crate::logscan::clean::clean_line;
+    use std::sync::Arc;
+
+    /// Runs the recogniser on the first line of `text`, with the rest as following lines.
+    fn first_failure(text: &str) -> Option<Failure> {
+        let input: InputName = Arc::from("t.log");
+        let (first, rest) = text.split_once('\n').unwrap_or((text, ""));
+        let cleaned = clean_line(first.as_bytes());
+        let line = Line {
+            input: &input,
+            no: 1,
+            text: &cleaned.text,
+            meta: &cleaned.meta,
+            siblings_before: &[],
+            siblings_after: &[],
+            before: &[],
+            after: rest.as_bytes(),
+        };
+        let mut out = Emit::default();
+        out.begin_line(&line);
+        PyTorch.recognize(&line, &mut out);
+        out.records.into_iter().find_map(|r| {
+            if let Observation::Failure(f) = r.obs {
+                Some(f)
+            } else {
+                None
+            }
+        })
+    }
+
+    fn num(f: &Failure, n: &str) -> Option<f64> {
+        f.get(n).and_then(Value::as_f64)
+    }
+
+    #[test]
+    fn async_report_multi_line_and_inline() {
+        let multi = "torch.cuda.OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory)\nCurrently allocated     : 14.20 GiB\nRequested               : 2.50 GiB\nDevice limit            : 15.99 GiB\nFree (according to CUDA): 0 bytes\nPyTorch limit (set by user-supplied memory fraction)\n                        : 17179869184.00 GiB\n";
+        let f = first_failure(multi).unwrap();
+        assert_eq!(num(&f, "oom.requested_bytes"), Some(2.5 * 1073741824.0));
+        assert_eq!(
+            num(&f, "oom.total_bytes"),
+            Some((15.99f64 * 1073741824.0).round())
+        );
+        assert_eq!(num(&f, "oom.free_bytes"), Some(0.0));
+        assert_eq!(
+            num(&f, "oom.allowed_bytes"),
+            None,
+            "no fraction set is not a cap"
+        );
+        let inline = "Allocation on device 0 would exceed allowed memory. (out of memory) Currently allocated : 1.50 GiB Requested : 30.00 MiB Device limit : 6.00 GiB Free (according to CUDA): 3.20 GiB";
+        let f = first_failure(inline).unwrap();
+        assert_eq!(
+            num(&f, "oom.free_bytes"),
+            Some((3.2f64 * 1073741824.0).round())
+        );
+        assert_eq!(num(&f, "oom.requested_bytes"), Some(30.0 * 1048576.0));
+    }
+
+    #[test]
+    fn truncated_and_bare_messages() {
+        let f = first_failure("CUDA out of memory. Tried to allocate 14.00 MiB. GPU 0 has a total capacty of 4.00 GiB of which 0 bytes is free. Of the allocated memory 3.41 GiB is allocated by PyTorch, and 65.23 MiB is reserved by").unwrap();
+        assert_eq!(
+            num(&f, "oom.allocated_bytes"),
+            Some((3.41f64 * 1073741824.0).round())
+        );
+        assert_eq!(num(&f, "oom.reserved_unallocated_bytes"), None);
+        assert!(first_failure("- **Exception Type:** torch.cuda.OutOfMemoryError").is_some());
+        assert!(first_failure("torch.cuda.OutOfMemoryError: Allocation on device ").is_some());
+        assert!(
+            first_failure("!!! Exception during processing !!! Allocation on device").is_some()
+        );
+        assert!(first_failure("    except torch.cuda.OutOfMemoryError:").is_none());
+        assert!(first_failure("if isinstance(e, torch.OutOfMemoryError): retry()").is_none());
+        assert!(first_failure("> RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)").is_some());
     }
 }

@@ -89,6 +89,8 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         apply: set_ts,
     };
     vec![
+        // Markdown quotes in pasted reports: `> `, `>> `.
+        p(r"^(?:>\s?)+"),
         // docker compose: `vllm-1  | `, `api_1 | ` (a service name, spaces, a bar).
         p(r"^(?P<proc>[A-Za-z0-9][\w.-]{0,62})\s+\|\s?"),
         // kubectl logs --prefix: `[pod/name-abc/container] `

@@ -45,6 +45,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     CORE,
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
+    crate::snapshot::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -330,9 +330,12 @@ pub(crate) struct Replayer {
 }
 
 impl Replayer {
-    fn new(snap: &Snapshot, segs: &[&Segment], with_ranges: bool) -> Replayer {
+    /// `capacity`: how many live blocks to make room for (saves rehashing a big map).
+    fn new(snap: &Snapshot, segs: &[&Segment], with_ranges: bool, capacity: usize) -> Replayer {
+        let mut live = new_map();
+        live.reserve(capacity);
         let mut r = Replayer {
-            live: new_map(),
+            live,
             live_bytes: 0,
             reserved_bytes: 0,
             inconsistencies: 0,
@@ -485,6 +488,7 @@ impl Pairing {
     fn new(entries: &[TraceEntry]) -> Pairing {
         let mut partner = vec![NONE; entries.len()];
         let mut open: FxHashMap<u64, u32> = new_map();
+        open.reserve(entries.iter().filter(|e| e.action == Action::Alloc).count());
         let mut frees_without_alloc = 0;
         for (i, e) in entries.iter().enumerate() {
             match e.action {
@@ -591,7 +595,7 @@ fn segment_stats(snap: &Snapshot, segs: &[&Segment]) -> SegmentStats {
     for seg in segs {
         let blocks = snap.blocks_of(seg);
         s.block_count += blocks.len() as u64;
-        s.reserved_bytes += seg.total_size;
+        s.reserved_bytes = s.reserved_bytes.saturating_add(seg.total_size);
         let mut seg_active = 0u64;
         let mut seg_inactive = 0u64;
         let mut seg_free_blocks = 0u64;
@@ -600,16 +604,18 @@ fn segment_stats(snap: &Snapshot, segs: &[&Segment]) -> SegmentStats {
             seg_sum = seg_sum.saturating_add(b.size);
             match b.state {
                 BlockState::ActiveAllocated => {
-                    s.allocated_bytes += b.size;
-                    s.requested_bytes += b.requested_size.min(b.size);
-                    seg_active += b.size;
+                    s.allocated_bytes = s.allocated_bytes.saturating_add(b.size);
+                    s.requested_bytes = s
+                        .requested_bytes
+                        .saturating_add(b.requested_size.min(b.size));
+                    seg_active = seg_active.saturating_add(b.size);
                 }
                 BlockState::ActivePendingFree => {
-                    s.pending_free_bytes += b.size;
-                    seg_active += b.size;
+                    s.pending_free_bytes = s.pending_free_bytes.saturating_add(b.size);
+                    seg_active = seg_active.saturating_add(b.size);
                 }
                 BlockState::Inactive => {
-                    seg_inactive += b.size;
+                    seg_inactive = seg_inactive.saturating_add(b.size);
                     seg_free_blocks += 1;
                     s.largest_free_block_bytes = s.largest_free_block_bytes.max(b.size);
                 }
@@ -619,33 +625,38 @@ fn segment_stats(snap: &Snapshot, segs: &[&Segment]) -> SegmentStats {
         if !blocks.is_empty() && seg_sum != seg.total_size {
             s.inconsistent_segments += 1;
         }
-        s.active_bytes += seg_active;
-        s.inactive_bytes += seg_inactive;
-        s.free_block_count += seg_free_blocks;
+        s.active_bytes = s.active_bytes.saturating_add(seg_active);
+        s.inactive_bytes = s.inactive_bytes.saturating_add(seg_inactive);
+        s.free_block_count = s.free_block_count.saturating_add(seg_free_blocks);
         s.max_free_blocks_per_segment = s.max_free_blocks_per_segment.max(seg_free_blocks);
         if seg_free_blocks > 0 {
             s.segments_with_free_blocks += 1;
         }
         if seg_active == 0 {
             // Nothing active: empty_cache() would return the whole segment.
-            s.releasable_cache_bytes += seg.total_size;
+            s.releasable_cache_bytes = s.releasable_cache_bytes.saturating_add(seg.total_size);
             s.releasable_segments += 1;
         } else if seg_inactive > 0 {
-            s.fragmented_free_bytes += seg_inactive;
+            s.fragmented_free_bytes = s.fragmented_free_bytes.saturating_add(seg_inactive);
             s.fragmented_segments += 1;
         }
         if seg.is_expandable {
             s.expandable_segment_count += 1;
-            s.expandable_bytes += seg.total_size;
+            s.expandable_bytes = s.expandable_bytes.saturating_add(seg.total_size);
         }
         if seg.is_private_pool() {
-            s.private_pool_bytes += seg.total_size;
-            s.private_pool_allocated_bytes += seg_active;
+            s.private_pool_bytes = s.private_pool_bytes.saturating_add(seg.total_size);
+            s.private_pool_allocated_bytes =
+                s.private_pool_allocated_bytes.saturating_add(seg_active);
             pools.insert(seg.pool_id);
         }
         match seg.segment_type {
-            super::schema::SegmentType::Small => s.small_pool_bytes += seg.total_size,
-            super::schema::SegmentType::Large => s.large_pool_bytes += seg.total_size,
+            super::schema::SegmentType::Small => {
+                s.small_pool_bytes = s.small_pool_bytes.saturating_add(seg.total_size)
+            }
+            super::schema::SegmentType::Large => {
+                s.large_pool_bytes = s.large_pool_bytes.saturating_add(seg.total_size)
+            }
             super::schema::SegmentType::Unknown => {}
         }
     }
@@ -686,8 +697,9 @@ fn timeline_pass(
     snap: &Snapshot,
     segs: &[&Segment],
     entries: &[TraceEntry],
+    capacity: usize,
 ) -> (Timeline, Vec<u64>, u64, u64) {
-    let mut r = Replayer::new(snap, segs, false);
+    let mut r = Replayer::new(snap, segs, false, capacity);
     let n = entries.len();
     let mut live_after = vec![0u64; n];
     let end_live = r.live_bytes;
@@ -781,7 +793,7 @@ fn gaps(ranges: &BTreeMap<u64, RangeAttrs>, live: &[(u64, u64)]) -> (Gaps, Vec<R
             if addr > cursor {
                 pieces.push((cursor - start, addr - cursor, false));
                 g.largest = g.largest.max(addr - cursor);
-                free_here += addr - cursor;
+                free_here = free_here.saturating_add(addr - cursor);
             }
             // Overlapping live blocks (estimated sizes can overlap) are clipped.
             let piece_start = addr.max(cursor);
@@ -791,7 +803,7 @@ fn gaps(ranges: &BTreeMap<u64, RangeAttrs>, live: &[(u64, u64)]) -> (Gaps, Vec<R
             }
             any_live = true;
             if a.pool_id != (0, 0) {
-                g.private_live += size;
+                g.private_live = g.private_live.saturating_add(size);
             }
             cursor = cursor.max(end);
             li += 1;
@@ -799,12 +811,12 @@ fn gaps(ranges: &BTreeMap<u64, RangeAttrs>, live: &[(u64, u64)]) -> (Gaps, Vec<R
         if a.end > cursor {
             pieces.push((cursor - start, a.end - cursor, false));
             g.largest = g.largest.max(a.end - cursor);
-            free_here += a.end - cursor;
+            free_here = free_here.saturating_add(a.end - cursor);
         }
         if any_live {
-            g.fragmented += free_here;
+            g.fragmented = g.fragmented.saturating_add(free_here);
         } else {
-            g.releasable += free_here;
+            g.releasable = g.releasable.saturating_add(free_here);
         }
         out.push((start, a, pieces));
     }
@@ -828,7 +840,9 @@ fn bounded_map(moment: Moment, segments: Vec<MapSegment>) -> SegmentMap {
         if keep < s.blocks.len() {
             let dropped = s.blocks.split_off(keep);
             s.omitted_blocks += dropped.len() as u64;
-            s.omitted_bytes += dropped.iter().map(|b| b.size).sum::<u64>();
+            s.omitted_bytes = dropped
+                .iter()
+                .fold(s.omitted_bytes, |acc, b| acc.saturating_add(b.size));
         }
         budget -= keep;
     }
@@ -856,8 +870,7 @@ fn final_map(snap: &Snapshot, segs: &[&Segment], moment: Moment) -> SegmentMap {
                 .blocks_of(seg)
                 .iter()
                 .filter(|b| b.state.is_active())
-                .map(|b| b.size)
-                .sum();
+                .fold(0u64, |acc, b| acc.saturating_add(b.size));
             MapSegment {
                 address: seg.address,
                 size: seg.total_size,
@@ -891,9 +904,20 @@ pub(crate) fn analyze_device(
         .map_or(&[], |t| t.as_slice());
     let seg_stats = segment_stats(snap, &segs);
     let mut trace = trace_stats(entries);
+    // Live blocks at any moment: the final ones plus at most every freed one.
+    let final_live = segs
+        .iter()
+        .map(|s| {
+            snap.blocks_of(s)
+                .iter()
+                .filter(|b| b.state.is_active())
+                .count()
+        })
+        .sum::<usize>();
+    let capacity = final_live + trace.free_completed as usize;
 
     let (timeline, live_after, live_before_first, timeline_inconsistencies) =
-        timeline_pass(snap, &segs, entries);
+        timeline_pass(snap, &segs, entries, capacity);
     let pairing = Pairing::new(entries);
     trace.frees_without_alloc = pairing.frees_without_alloc;
     trace.replay_inconsistencies = timeline_inconsistencies;
@@ -949,7 +973,12 @@ pub(crate) fn analyze_device(
         (_, Some(i)) => i + 1,
         (_, None) => 0,
     };
-    let mut r = Replayer::new(snap, &segs, true);
+    let replay_capacity = final_live
+        + entries[undo_from..]
+            .iter()
+            .filter(|e| e.action == Action::FreeCompleted)
+            .count();
+    let mut r = Replayer::new(snap, &segs, true, replay_capacity);
     for i in (undo_from..entries.len()).rev() {
         r.undo(i, &entries[i]);
     }
@@ -975,11 +1004,11 @@ pub(crate) fn analyze_device(
     for (addr, b) in &live_blocks {
         let (frames, alloc) = ctx.block_origin(*addr, b);
         let cat = ctx.category_of(frames, alloc);
-        cat_bytes[cat.index()] += b.size;
+        cat_bytes[cat.index()] = cat_bytes[cat.index()].saturating_add(b.size);
         cat_blocks[cat.index()] += 1;
         if let Some(site) = ctx.classifier.site(frames) {
             let t = site_totals.entry(site).or_insert((0, 0, Some(cat)));
-            t.0 += b.size;
+            t.0 = t.0.saturating_add(b.size);
             t.1 += 1;
         }
         live_list.push((*addr, b.size));
@@ -1056,7 +1085,10 @@ pub(crate) fn analyze_device(
         let segments = pieces
             .into_iter()
             .map(|(start, a, ps)| {
-                let live_bytes = ps.iter().filter(|p| p.2).map(|p| p.1).sum();
+                let live_bytes = ps
+                    .iter()
+                    .filter(|p| p.2)
+                    .fold(0u64, |acc, p| acc.saturating_add(p.1));
                 MapSegment {
                     address: start,
                     size: a.end - start,

@@ -211,11 +211,11 @@ pub(crate) fn detect(ctx: &mut DeviceCtx<'_, '_, '_>, annotations: &[Annotation]
                 continue;
             }
             let Some(k) = iteration_of(i) else { continue };
-            allocated[k] += e.size;
+            allocated[k] = allocated[k].saturating_add(e.size);
             let end = starts.get(k + 1).copied().unwrap_or(entries.len());
             let partner = ctx.pairing.partner.get(i).copied().unwrap_or(NONE);
             if partner != NONE && (partner as usize) < end {
-                freed_inside[k] += e.size;
+                freed_inside[k] = freed_inside[k].saturating_add(e.size);
             }
         }
         // The last iteration may be cut short by the dump (or the OOM); judge the full ones.
@@ -270,7 +270,7 @@ pub(crate) fn detect(ctx: &mut DeviceCtx<'_, '_, '_>, annotations: &[Annotation]
             iterations: vec![false; iterations],
             category,
         });
-        acc.bytes += e.size;
+        acc.bytes = acc.bytes.saturating_add(e.size);
         acc.blocks += 1;
         acc.iterations[k] = true;
     }
@@ -297,14 +297,15 @@ pub(crate) fn detect(ctx: &mut DeviceCtx<'_, '_, '_>, annotations: &[Annotation]
     };
     let slope = slope(&live);
     let rising = live.windows(2).filter(|w| w[1] > w[0]).count();
-    let growth = *live.last()? as i64 - live[0] as i64;
+    let growth =
+        (*live.last()? as i128 - live[0] as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     if slope <= 0.0 || rising * 3 < (live.len() - 1) * 2 || growth < MIN_GROWTH_BYTES as i64 {
         return None;
     }
     let mut leaking = vec![false; iterations];
-    let mut surviving_bytes = 0;
+    let mut surviving_bytes = 0u64;
     for (_, a) in &leak_sites {
-        surviving_bytes += a.bytes;
+        surviving_bytes = surviving_bytes.saturating_add(a.bytes);
         for (k, b) in a.iterations.iter().enumerate() {
             leaking[k] |= *b;
         }

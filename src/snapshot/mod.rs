@@ -178,8 +178,14 @@ pub fn analyze_snapshot(snap: &Snapshot, input: &InputName) -> SnapshotAnalysis 
     let host =
         (!snap.host_segments.is_empty() || !snap.host_traces.is_empty()).then(|| HostSummary {
             segments: snap.host_segments.len() as u64,
-            reserved_bytes: snap.host_segments.iter().map(|s| s.total_size).sum(),
-            allocated_bytes: snap.host_segments.iter().map(|s| s.allocated_size).sum(),
+            reserved_bytes: snap
+                .host_segments
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(s.total_size)),
+            allocated_bytes: snap
+                .host_segments
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(s.allocated_size)),
             trace_entries: snap.host_traces.iter().map(|t| t.len() as u64).sum(),
         });
     let mut steps: Vec<&str> = snap

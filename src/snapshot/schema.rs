@@ -193,6 +193,7 @@ impl Action {
 /// `time_us` was absent (before 2.2).
 pub const NO_TIME: i64 = i64::MIN;
 const NO_EXTRA: u32 = u32::MAX;
+const NO_LIST: u32 = u32::MAX;
 
 /// One trace event. Compact (40 bytes): a million of them are normal.
 #[derive(Clone, Copy, Debug)]
@@ -551,7 +552,8 @@ pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, De
         sym_cache: vec![0u8; pickle.blob_count()],
         identity: vec![0u32; pickle.container_count()],
         frame_by_content: new_map(),
-        list_by_content: new_map(),
+        list_by_hash: new_map(),
+        list_next: Vec::new(),
         scratch: Vec::new(),
         out: Snapshot {
             layout: Layout::Dict,
@@ -582,7 +584,9 @@ struct Decoder<'p, 'a> {
     /// Container index → interned frame id + 1 (frame dicts) or frame list id + 1 (lists).
     identity: Vec<u32>,
     frame_by_content: FxHashMap<(&'p str, i64, &'p str), FrameId>,
-    list_by_content: FxHashMap<Box<[FrameId]>, u32>,
+    /// Frame lists by content hash; `list_next` chains lists whose hashes collide.
+    list_by_hash: FxHashMap<u64, u32>,
+    list_next: Vec<u32>,
     scratch: Vec<FrameId>,
     out: Snapshot,
 }
@@ -1109,23 +1113,44 @@ impl<'p, 'a> Decoder<'p, 'a> {
         self.spend(self.p.len(c) as u64, || "a frame list".into())?;
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
+        // Hash the ids while collecting them (the multiply-rotate of `fxhash`): lists are
+        // then found by a u64 key and compared against the table's contiguous ids, with
+        // no per-lookup allocation.
+        let mut hash = scratch.len() as u64;
         for fh in self.p.items(c) {
             if let Some(fd) = self.p.as_dict(fh) {
-                let id = self.frame(fd)?;
+                let id = match self.identity.get(fd.index()) {
+                    Some(&known) if known != 0 => known - 1,
+                    _ => self.frame(fd)?,
+                };
+                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
                 scratch.push(id);
             }
         }
-        let id = match self.list_by_content.get(scratch.as_slice()) {
-            Some(&id) => id,
-            None => {
-                let id = self.out.frames.lists.len() as u32;
-                let start = self.out.frames.ids.len() as u32;
-                self.out.frames.ids.extend_from_slice(&scratch);
-                self.out.frames.lists.push((start, scratch.len() as u32));
-                self.list_by_content
-                    .insert(scratch.clone().into_boxed_slice(), id);
-                id
+        let mut candidate = self.list_by_hash.get(&hash).copied().unwrap_or(NO_LIST);
+        while candidate != NO_LIST
+            && self.out.frames.list(FrameListId(candidate)) != scratch.as_slice()
+        {
+            candidate = self
+                .list_next
+                .get(candidate as usize)
+                .copied()
+                .unwrap_or(NO_LIST);
+        }
+        let id = if candidate != NO_LIST {
+            candidate
+        } else {
+            let id = self.out.frames.lists.len() as u32;
+            let start = self.out.frames.ids.len() as u32;
+            self.out.frames.ids.extend_from_slice(&scratch);
+            self.out.frames.lists.push((start, scratch.len() as u32));
+            // Chain in front of any earlier list with the same hash.
+            let previous = self.list_by_hash.insert(hash, id).unwrap_or(NO_LIST);
+            if self.list_next.len() <= id as usize {
+                self.list_next.resize(id as usize + 1, NO_LIST);
             }
+            self.list_next[id as usize] = previous;
+            id
         };
         self.scratch = scratch;
         self.remember(c, id);

@@ -10,8 +10,10 @@
 //! of tracebacks), and its conversion recurses, so a deeply nested file overflows the stack.
 //!
 //! Design (crates.md §1.5):
-//! - Values are 8-byte [`Handle`]s: a 4-bit tag and a 60-bit payload, either an inline
-//!   integer or an index into an arena (strings, containers, wide numbers). The memo is a
+//! - Values are 4-byte [`Handle`]s: a 4-bit tag and a 28-bit payload, either an inline
+//!   integer (below 2^27 in magnitude: line numbers, small sizes) or an index into an arena
+//!   (strings, containers, wider numbers). Small handles halve the memory of the element
+//!   arena, which is most of what a snapshot's pickle holds. The memo is a
 //!   table of handles, so `BINGET` copies a handle and **sharing is preserved**, as in
 //!   CPython. Whether a frame dict is referenced once or a million times costs the same.
 //! - Container elements live in one flat `items` arena. A container is a chain of chunks
@@ -50,7 +52,8 @@ use std::fmt;
 pub struct PickleLimits {
     /// Largest input accepted, in bytes.
     pub max_input_bytes: u64,
-    /// Most objects (strings, bytes, containers, wide numbers) the file may create.
+    /// Most objects (strings, bytes, containers, wide numbers) the file may create. At
+    /// most 2^28 - 1, whatever is set: arena indices live in 28-bit handle payloads.
     pub max_objects: u64,
     /// Most memo entries, and the largest memo index accepted.
     pub max_memo_entries: u64,
@@ -177,41 +180,52 @@ impl PickleError {
 /// A value in a [`Pickle`]: an 8-byte `Copy` handle. Compare handles to test identity
 /// (the same memoised object), [`Pickle::value`] to look inside.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Handle(u64);
+pub struct Handle(u32);
 
 const TAG_BITS: u32 = 4;
-const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
-const TAG_NONE: u64 = 0;
-const TAG_BOOL: u64 = 1;
-const TAG_INT: u64 = 2;
-const TAG_BIGINT: u64 = 3;
-const TAG_FLOAT: u64 = 4;
-const TAG_STR: u64 = 5;
-const TAG_BYTES: u64 = 6;
-const TAG_LIST: u64 = 7;
-const TAG_TUPLE: u64 = 8;
-const TAG_DICT: u64 = 9;
-const TAG_SET: u64 = 10;
-const TAG_FROZENSET: u64 = 11;
+const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
+const TAG_NONE: u32 = 0;
+const TAG_BOOL: u32 = 1;
+const TAG_INT: u32 = 2;
+const TAG_BIGINT: u32 = 3;
+const TAG_FLOAT: u32 = 4;
+const TAG_STR: u32 = 5;
+const TAG_BYTES: u32 = 6;
+const TAG_LIST: u32 = 7;
+const TAG_TUPLE: u32 = 8;
+const TAG_DICT: u32 = 9;
+const TAG_SET: u32 = 10;
+const TAG_FROZENSET: u32 = 11;
 
-/// Integers in this range are stored inside the handle; others go to the wide table.
-const INLINE_INT_MIN: i64 = -(1 << 59);
-const INLINE_INT_MAX: i64 = (1 << 59) - 1;
+/// An `i64` that does not fit inline, in `Pickle::ints`.
+const TAG_INT64: u32 = 12;
+
+/// Integers in this range are stored inside the handle; others go to a side table.
+const INLINE_INT_MIN: i64 = -(1 << 27);
+const INLINE_INT_MAX: i64 = (1 << 27) - 1;
+/// Every arena index must fit the 28-bit payload.
+const MAX_INDEX: u64 = (1 << (32 - TAG_BITS)) - 1;
 
 impl Handle {
     const NONE: Handle = Handle(TAG_NONE);
 
-    fn new(tag: u64, payload: u64) -> Handle {
-        Handle((payload << TAG_BITS) | tag)
+    /// `payload` is an arena index below [`MAX_INDEX`] or an inline integer (two's
+    /// complement, in range); only its low 28 bits are kept.
+    #[inline]
+    fn new(tag: u32, payload: u64) -> Handle {
+        Handle(((payload as u32) << TAG_BITS) | tag)
     }
-    fn tag(self) -> u64 {
+    #[inline]
+    fn tag(self) -> u32 {
         self.0 & TAG_MASK
     }
+    #[inline]
     fn index(self) -> usize {
         (self.0 >> TAG_BITS) as usize
     }
+    #[inline]
     fn inline_int(self) -> i64 {
-        (self.0 as i64) >> TAG_BITS
+        ((self.0 as i32) >> TAG_BITS) as i64
     }
 }
 
@@ -221,6 +235,7 @@ impl fmt::Debug for Handle {
             TAG_NONE => "None",
             TAG_BOOL => "Bool",
             TAG_INT => return write!(f, "Int({})", self.inline_int()),
+            TAG_INT64 => "Int64",
             TAG_BIGINT => "BigInt",
             TAG_FLOAT => "Float",
             TAG_STR => "Str",
@@ -312,12 +327,6 @@ struct Blob {
     owned: bool,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Wide {
-    Int(BigInt),
-    Float(f64),
-}
-
 const NO_CHUNK: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -343,7 +352,11 @@ pub struct Pickle<'a> {
     root: Handle,
     blobs: Vec<Blob>,
     owned: Vec<u8>,
-    wide: Vec<Wide>,
+    /// `i64`s too wide to be inline (addresses, timestamps, large sizes).
+    ints: Vec<i64>,
+    /// Integers wider than 64 bits.
+    bigs: Vec<BigInt>,
+    floats: Vec<f64>,
     containers: Vec<Container>,
     chunks: Vec<Chunk>,
     items: Vec<Handle>,
@@ -402,7 +415,11 @@ impl<'a> Pickle<'a> {
 
     /// Strings, bytes, containers and wide numbers created.
     pub fn object_count(&self) -> usize {
-        self.blobs.len() + self.wide.len() + self.containers.len()
+        self.blobs.len()
+            + self.ints.len()
+            + self.bigs.len()
+            + self.floats.len()
+            + self.containers.len()
     }
 
     /// Containers created; every [`ContainerId::index`] is below this.
@@ -422,14 +439,9 @@ impl<'a> Pickle<'a> {
             TAG_NONE => Value::None,
             TAG_BOOL => Value::Bool(i != 0),
             TAG_INT => Value::Int(h.inline_int()),
-            TAG_BIGINT | TAG_FLOAT => match self.wide.get(i) {
-                Some(Wide::Int(b)) => match i64::try_from(b.value) {
-                    Ok(v) if !b.saturated => Value::Int(v),
-                    _ => Value::BigInt(*b),
-                },
-                Some(Wide::Float(f)) => Value::Float(*f),
-                None => Value::None,
-            },
+            TAG_INT64 => self.ints.get(i).map_or(Value::None, |&v| Value::Int(v)),
+            TAG_BIGINT => self.bigs.get(i).map_or(Value::None, |&b| Value::BigInt(b)),
+            TAG_FLOAT => self.floats.get(i).map_or(Value::None, |&f| Value::Float(f)),
             TAG_STR => Value::Str(self.blob_str(i)),
             TAG_BYTES => Value::Bytes(self.blob_bytes(i)),
             TAG_LIST => Value::List(ContainerId(i as u32)),
@@ -732,7 +744,9 @@ impl<'a, 'l> Machine<'a, 'l> {
                 root: Handle::NONE,
                 blobs: Vec::new(),
                 owned: Vec::new(),
-                wide: Vec::new(),
+                ints: Vec::new(),
+                bigs: Vec::new(),
+                floats: Vec::new(),
                 containers: Vec::new(),
                 chunks: Vec::new(),
                 items: Vec::new(),
@@ -889,16 +903,16 @@ impl<'a, 'l> Machine<'a, 'l> {
     // ---- arenas --------------------------------------------------------------------------
 
     fn check_objects(&self) -> Result<(), PickleError> {
-        // Container and blob indices are stored in u32 chunk links and handle payloads;
-        // the limit is clamped so they never overflow whatever the caller sets.
-        let limit = self.limits.max_objects.min(u32::MAX as u64 - 1);
+        // Arena indices are stored in 28-bit handle payloads and u32 chunk links; the
+        // limit is clamped so they never overflow whatever the caller sets.
+        let limit = self.limits.max_objects.min(MAX_INDEX);
         if self.pickle.object_count() as u64 >= limit {
             return Err(self.limit("the number of objects", limit));
         }
         Ok(())
     }
 
-    fn new_container(&mut self, tag: u64) -> Result<Handle, PickleError> {
+    fn new_container(&mut self, tag: u32) -> Result<Handle, PickleError> {
         self.check_objects()?;
         let idx = self.pickle.containers.len();
         self.pickle.containers.push(Container {
@@ -964,7 +978,7 @@ impl<'a, 'l> Machine<'a, 'l> {
     }
 
     /// Builds a new container from the marked items (LIST, TUPLE, DICT, FROZENSET).
-    fn container_from_mark(&mut self, tag: u64, what: &'static str) -> Result<(), PickleError> {
+    fn container_from_mark(&mut self, tag: u32, what: &'static str) -> Result<(), PickleError> {
         let from = self.pop_mark(what)?;
         let n = self.stack.len().saturating_sub(from);
         let elements = if tag == TAG_DICT {
@@ -994,7 +1008,7 @@ impl<'a, 'l> Machine<'a, 'l> {
         self.push(h)
     }
 
-    fn new_blob(&mut self, tag: u64, blob: Blob) -> Result<Handle, PickleError> {
+    fn new_blob(&mut self, tag: u32, blob: Blob) -> Result<Handle, PickleError> {
         self.check_objects()?;
         let idx = self.pickle.blobs.len();
         self.pickle.blobs.push(blob);
@@ -1075,10 +1089,10 @@ impl<'a, 'l> Machine<'a, 'l> {
         if (INLINE_INT_MIN..=INLINE_INT_MAX).contains(&v) {
             Ok(Handle::new(TAG_INT, v as u64))
         } else {
-            self.big(BigInt {
-                value: v as i128,
-                saturated: false,
-            })
+            self.check_objects()?;
+            let idx = self.pickle.ints.len();
+            self.pickle.ints.push(v);
+            Ok(Handle::new(TAG_INT64, idx as u64))
         }
     }
 
@@ -1086,21 +1100,19 @@ impl<'a, 'l> Machine<'a, 'l> {
     fn big(&mut self, b: BigInt) -> Result<Handle, PickleError> {
         if !b.saturated {
             if let Ok(v) = i64::try_from(b.value) {
-                if (INLINE_INT_MIN..=INLINE_INT_MAX).contains(&v) {
-                    return Ok(Handle::new(TAG_INT, v as u64));
-                }
+                return self.int(v);
             }
         }
         self.check_objects()?;
-        let idx = self.pickle.wide.len();
-        self.pickle.wide.push(Wide::Int(b));
+        let idx = self.pickle.bigs.len();
+        self.pickle.bigs.push(b);
         Ok(Handle::new(TAG_BIGINT, idx as u64))
     }
 
     fn float(&mut self, f: f64) -> Result<Handle, PickleError> {
         self.check_objects()?;
-        let idx = self.pickle.wide.len();
-        self.pickle.wide.push(Wide::Float(f));
+        let idx = self.pickle.floats.len();
+        self.pickle.floats.push(f);
         Ok(Handle::new(TAG_FLOAT, idx as u64))
     }
 
@@ -1812,8 +1824,8 @@ mod tests {
     }
 
     #[test]
-    fn handles_are_eight_bytes() {
-        assert_eq!(std::mem::size_of::<Handle>(), 8);
+    fn handles_are_four_bytes() {
+        assert_eq!(std::mem::size_of::<Handle>(), 4);
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl PickleError {
     }
 }
 
-/// A value in a [`Pickle`]: an 8-byte `Copy` handle. Compare handles to test identity
+/// A value in a [`Pickle`]: a 4-byte `Copy` handle. Compare handles to test identity
 /// (the same memoised object), [`Pickle::value`] to look inside.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Handle(u32);

@@ -150,6 +150,15 @@ fn code_location_oom_is_replayed_on_device_1() {
         d.state.largest_free_block_bytes < oom.requested_bytes,
         "no gap fits the request"
     );
+    // 130 MiB mapped but not live; expandable segments unmap such gaps, so it is not
+    // counted as fragmentation.
+    close(
+        d.state.free_bytes as f64 / MIB,
+        132.9,
+        1.0,
+        "mapped but free at OOM",
+    );
+    assert_eq!(d.state.fragmented_free_bytes, 0);
     assert_eq!(d.trace.replay_inconsistencies, 0);
     assert_eq!(d.attribution.dominant(), Some(Category::Activations));
     assert!(d.attribution.bytes(Category::Activations) as f64 > 0.95 * d.state.live_bytes as f64);

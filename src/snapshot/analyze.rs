@@ -74,10 +74,12 @@ pub struct SegmentStats {
     /// Segments that hold at least one inactive block.
     pub segments_with_free_blocks: u64,
     pub largest_free_block_bytes: u64,
-    /// Total size of segments with no active block: releasable cache.
+    /// Total size of segments with no active block, plus the free bytes of expandable
+    /// segments (whose pages the allocator unmaps): releasable cache.
     pub releasable_cache_bytes: u64,
     pub releasable_segments: u64,
-    /// Inactive bytes in segments that also hold active blocks: fragmentation.
+    /// Inactive bytes in (non-expandable) segments that also hold active blocks:
+    /// fragmentation.
     pub fragmented_free_bytes: u64,
     pub fragmented_segments: u64,
     pub expandable_segment_count: u64,
@@ -166,9 +168,9 @@ pub struct StateAt {
     /// Reserved minus live.
     pub free_bytes: u64,
     pub largest_free_block_bytes: u64,
-    /// Free bytes in segments that also hold live blocks.
+    /// Free bytes in non-expandable segments that also hold live blocks.
     pub fragmented_free_bytes: u64,
-    /// Free bytes in segments with no live block.
+    /// Free bytes in segments with no live block, and in expandable segments.
     pub releasable_bytes: u64,
     pub private_pool_allocated_bytes: u64,
     /// Live blocks that fall outside every reserved range (inconsistent trace).
@@ -636,6 +638,10 @@ fn segment_stats(snap: &Snapshot, segs: &[&Segment]) -> SegmentStats {
             // Nothing active: empty_cache() would return the whole segment.
             s.releasable_cache_bytes = s.releasable_cache_bytes.saturating_add(seg.total_size);
             s.releasable_segments += 1;
+        } else if seg.is_expandable {
+            // The allocator unmaps the free pages of an expandable segment (empty_cache, or
+            // on the way to an OOM), so its gaps are cache, not fragmentation (§4.6).
+            s.releasable_cache_bytes = s.releasable_cache_bytes.saturating_add(seg_inactive);
         } else if seg_inactive > 0 {
             s.fragmented_free_bytes = s.fragmented_free_bytes.saturating_add(seg_inactive);
             s.fragmented_segments += 1;
@@ -813,7 +819,7 @@ fn gaps(ranges: &BTreeMap<u64, RangeAttrs>, live: &[(u64, u64)]) -> (Gaps, Vec<R
             g.largest = g.largest.max(a.end - cursor);
             free_here = free_here.saturating_add(a.end - cursor);
         }
-        if any_live {
+        if any_live && !a.is_expandable {
             g.fragmented = g.fragmented.saturating_add(free_here);
         } else {
             g.releasable = g.releasable.saturating_add(free_here);

@@ -653,12 +653,12 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "snapshot.releasable_cache_bytes",
         Unit::Bytes,
-        "Bytes in segments with no active block: cache that empty_cache() (or the allocator before an OOM) releases.",
+        "Cache that empty_cache() (or the allocator before an OOM) releases: segments with no active block, and the free bytes of expandable segments (unmapped page by page).",
     ),
     fact(
         "snapshot.fragmented_free_bytes",
         Unit::Bytes,
-        "Free bytes inside segments that also hold active blocks: fragmentation, not releasable.",
+        "Free bytes inside (non-expandable) segments that also hold active blocks: fragmentation, not releasable.",
     ),
     fact(
         "snapshot.expandable_segments",
@@ -738,7 +738,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "snapshot.fragmented_free_at_oom_bytes",
         Unit::Bytes,
-        "Free bytes in segments that also hold live blocks, at the oom event.",
+        "Free bytes in non-expandable segments that also hold live blocks, at the oom event.",
     ),
     fact(
         "snapshot.peak_live_bytes",

@@ -195,7 +195,7 @@ pub const NO_TIME: i64 = i64::MIN;
 const NO_EXTRA: u32 = u32::MAX;
 const NO_LIST: u32 = u32::MAX;
 
-/// One trace event. Compact (40 bytes): a million of them are normal.
+/// One trace event. Compact (48 bytes): a million of them are normal.
 #[derive(Clone, Copy, Debug)]
 pub struct TraceEntry {
     pub addr: u64,

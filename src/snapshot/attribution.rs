@@ -5,7 +5,7 @@
 //! communication buffers) and into an allocation [`Site`] (`file:line function` of the first
 //! Python frame outside torch).
 //!
-//! The rules are one table, [`SIGNALS`], checked frame by frame from the innermost frame
+//! The rules are one table, `SIGNALS`, checked frame by frame from the innermost frame
 //! out; the **innermost** frame that matches any rule decides. That is what makes nested
 //! cases come out right: a KV-cache update called from an attention `forward` is KV cache
 //! (its frame is inside the forward), an activation computed in a closure that

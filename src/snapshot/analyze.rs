@@ -446,23 +446,25 @@ impl Replayer {
             stream,
         };
         // Mapping pages next to a mapped range of an expandable segment extends that range
-        // (the snapshot reports one segment per contiguous mapped range).
-        if let Some((&ps, pa)) = ranges.range(..=start).next_back() {
-            if pa.end >= start && ps < start {
-                attrs = RangeAttrs {
-                    end: end.max(pa.end),
-                    ..*pa
-                };
-                let new_start = ps;
-                ranges.remove(&ps);
-                if let Some(next) = ranges.get(&attrs.end).copied() {
-                    if next.is_expandable == attrs.is_expandable {
-                        ranges.remove(&attrs.end);
-                        attrs.end = next.end;
+        // (the snapshot reports one segment per contiguous mapped range). cudaMalloc
+        // segments that happen to be adjacent stay separate: no block spans two of them.
+        if expandable {
+            if let Some((&ps, pa)) = ranges.range(..=start).next_back() {
+                if pa.is_expandable && pa.end >= start && ps < start {
+                    attrs = RangeAttrs {
+                        end: end.max(pa.end),
+                        ..*pa
+                    };
+                    ranges.remove(&ps);
+                    if let Some(next) = ranges.get(&attrs.end).copied() {
+                        if next.is_expandable {
+                            ranges.remove(&attrs.end);
+                            attrs.end = next.end;
+                        }
                     }
+                    ranges.insert(ps, attrs);
+                    return;
                 }
-                ranges.insert(new_start, attrs);
-                return;
             }
         }
         if let Some(next) = ranges.get(&end).copied() {
@@ -1190,6 +1192,10 @@ mod tests {
         assert_eq!(ranges_of(&r), vec![(1000, 2500)]);
         r.remove_range(0, 5000);
         assert!(ranges_of(&r).is_empty());
+        // Adjacent cudaMalloc segments (segment_free undone) stay two ranges.
+        r.add_range(0, 100, false, 0);
+        r.add_range(100, 100, false, 0);
+        assert_eq!(ranges_of(&r), vec![(0, 100), (100, 200)]);
     }
 
     #[test]

@@ -126,6 +126,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
     crate::model::FACTS,
+    crate::snapshot::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -1,0 +1,151 @@
+//! Reads one PyTorch memory snapshot and prints a short summary of the analysis.
+//!
+//! Used by `bench/snapshot_bench.sh` to time the whole analysis (read + parse + decode +
+//! analyse) until the CLI is wired. `--json` prints the full analysis as JSON instead,
+//! `--facts` the facts for the OOM (or busiest) device, `--phases` the time of each phase
+//! (parse, decode, analyse) run one after the other.
+//!
+//! ```text
+//! cargo run --release --example snapshot_bench -- /tmp/snap.pickle [--json|--facts]
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use oomdoctor::evidence::InputName;
+use oomdoctor::pickle::{Pickle, PickleLimits};
+use oomdoctor::snapshot::read_snapshot;
+use oomdoctor::units::format_bytes;
+
+fn main() -> miette::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let Some(path) = args.next() else {
+        eprintln!("usage: snapshot_bench <snapshot.pickle> [--json|--facts]");
+        std::process::exit(2);
+    };
+    let mode = args.next().unwrap_or_default();
+    if mode == "--phases" {
+        return phases(&path);
+    }
+    let t0 = Instant::now();
+    let bytes = std::fs::read(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
+    let t_read = t0.elapsed();
+    let input: InputName = Arc::from(path.as_str());
+    let analysis = read_snapshot(&bytes, &input, &PickleLimits::default())?;
+    let t_total = t0.elapsed();
+    drop(bytes);
+
+    match mode.as_str() {
+        "--json" => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&analysis).map_err(|e| miette::miette!("{e}"))?
+            );
+            return Ok(());
+        }
+        "--facts" => {
+            let facts = analysis.facts();
+            for (name, fact) in facts.iter() {
+                let shown = facts.display(name).unwrap_or_default();
+                let at = fact.sources.first().map(|s| s.short()).unwrap_or_default();
+                println!("{name:<45} {shown:<28} {at}");
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
+    println!(
+        "{path}: PyTorch {} ({:?}, protocol {:?})",
+        analysis.generation.label, analysis.layout, analysis.pickle_protocol
+    );
+    println!(
+        "  read {:.3} s, total {:.3} s",
+        t_read.as_secs_f64(),
+        t_total.as_secs_f64()
+    );
+    for d in analysis.devices() {
+        println!(
+            "  device {}: {} segments, reserved {}, allocated {}, {} trace entries, peak live {}",
+            d.device,
+            d.segments.segment_count,
+            format_bytes(d.segments.reserved_bytes),
+            format_bytes(d.segments.allocated_bytes),
+            d.trace.entries,
+            format_bytes(d.timeline.peak_live_bytes)
+        );
+        if let Some(oom) = &d.oom {
+            println!(
+                "    OOM at [{}]: requested {}, device free {:?}, live at OOM {} (replayed: {})",
+                oom.trace_index,
+                format_bytes(oom.requested_bytes),
+                oom.device_free_bytes.map(format_bytes),
+                format_bytes(d.state.live_bytes),
+                d.state.replayed
+            );
+        }
+        let cats: Vec<String> = d
+            .attribution
+            .categories
+            .iter()
+            .filter(|c| c.bytes > 0)
+            .map(|c| format!("{} {}", c.category.name(), format_bytes(c.bytes)))
+            .collect();
+        println!("    at {:?}: {}", d.attribution.moment, cats.join(", "));
+        if let Some(top) = d.attribution.top_sites.first() {
+            println!(
+                "    top site: {} ({})",
+                top.site.label,
+                format_bytes(top.bytes)
+            );
+        }
+        if let Some(leak) = &d.leak {
+            println!(
+                "    leak: {:.0} bytes/step over {} steps at {:?}",
+                leak.slope_bytes_per_step,
+                leak.leaking_steps,
+                leak.sites.first().map(|s| &s.site.label)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Times each phase of `read_snapshot` separately.
+fn phases(path: &str) -> miette::Result<()> {
+    let limits = PickleLimits::default();
+    let t = Instant::now();
+    let bytes = std::fs::read(path).map_err(|e| miette::miette!("{path}: {e}"))?;
+    println!(
+        "read    {:>7.3} s  ({} bytes)",
+        t.elapsed().as_secs_f64(),
+        bytes.len()
+    );
+    let t = Instant::now();
+    let pickle = Pickle::parse(&bytes, &limits)?;
+    println!(
+        "parse   {:>7.3} s  ({} objects)",
+        t.elapsed().as_secs_f64(),
+        pickle.object_count()
+    );
+    let t = Instant::now();
+    let snap = oomdoctor::snapshot::schema::decode(&pickle, &limits)
+        .map_err(|e| miette::miette!("{e:?}"))?;
+    println!(
+        "decode  {:>7.3} s  ({} frames, {} frame lists)",
+        t.elapsed().as_secs_f64(),
+        snap.frames.frames.len(),
+        snap.frames.list_count()
+    );
+    let t = Instant::now();
+    drop(pickle);
+    println!("drop    {:>7.3} s", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let input: InputName = Arc::from(path);
+    let analysis = oomdoctor::snapshot::analyze_snapshot(&snap, &input);
+    println!(
+        "analyse {:>7.3} s  ({} devices)",
+        t.elapsed().as_secs_f64(),
+        analysis.devices().len()
+    );
+    Ok(())
+}

@@ -1,0 +1,356 @@
+//! Leak detection: live memory that grows iteration after iteration at the same call sites.
+//!
+//! This module owns `snapshot-format.md` §4.7. A leak is called only when three things
+//! hold together, because growth alone is also what a KV cache, a warming cache or a
+//! forward pass looks like:
+//!
+//! 1. **Iterations.** Taken from `external_annotations` when the user recorded them
+//!    (`ProfilerStep#N` starts; else `Optimizer.step#...` or `Optimizer.zero_grad#...`
+//!    starts, one per training iteration). Without annotations, from a repeating call-site
+//!    pattern: at some depth of the user-code frames (outermost first) the loop body's lines
+//!    alternate (forward line, backward line, step line, ...); the depth and line entered
+//!    most often mark the iteration starts.
+//! 2. **Survivors at the same sites.** Allocations never freed in the trace, at one site,
+//!    in at least three iterations and at least half of them. Churn (alloc then free)
+//!    leaves no survivors; a `torch.cat` KV-cache staircase frees each step's predecessor,
+//!    so only the last step survives. Sites classified as weights or KV cache are not leak
+//!    candidates: they grow by design.
+//! 3. **Rising live bytes at comparable points** (the iteration starts, the first one left
+//!    out as warm-up when there are four or more): a positive least-squares slope, rising in at least two thirds of the steps, at least 1 MiB in
+//!    all, and the survivors explaining at least a quarter of the slope.
+//!
+//! Without annotations one more check guards against mistaking one forward pass for a loop
+//! (its layers repeat too, and their saved activations survive until backward): each
+//! iteration must free at least half of what it allocates, as a real training or inference
+//! iteration does.
+
+use serde::Serialize;
+
+use super::analyze::{DeviceCtx, SiteBytes};
+use super::attribution::Category;
+use super::fxhash::{FxHashMap, new_map};
+use super::schema::{Action, Annotation, FrameListId};
+
+const NONE: u32 = u32::MAX;
+const MIN_ITERATIONS: usize = 3;
+const MIN_GROWTH_BYTES: u64 = 1 << 20;
+/// How deep into the user frames the iteration pattern is looked for.
+const MAX_PHASE_DEPTH: usize = 12;
+
+/// How the iterations were found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeakMethod {
+    /// `ProfilerStep#N` annotations.
+    ProfilerSteps,
+    /// `Optimizer.step#...` / `Optimizer.zero_grad#...` annotations.
+    OptimizerSteps,
+    /// A repeating call-site pattern in the trace.
+    RepeatedCallSites,
+}
+
+/// A detected leak.
+#[derive(Clone, Debug, Serialize)]
+pub struct Leak {
+    pub method: LeakMethod,
+    /// Iterations observed in the trace.
+    pub steps: u64,
+    /// Iterations that left surviving allocations at the leak sites.
+    pub leaking_steps: u64,
+    /// Least-squares slope of live bytes at iteration starts.
+    pub slope_bytes_per_step: f64,
+    /// Live bytes at the last iteration start minus at the first.
+    pub growth_bytes: i64,
+    /// Live bytes at each iteration start (at most 200, evenly picked).
+    pub live_at_steps: Vec<u64>,
+    /// The leak sites with the bytes their survivors hold.
+    pub sites: Vec<SiteBytes>,
+    pub surviving_bytes: u64,
+}
+
+/// Iteration starts as entry positions (entry index where the iteration begins).
+fn annotation_boundaries(
+    ctx: &DeviceCtx<'_, '_, '_>,
+    annotations: &[Annotation],
+) -> Option<(LeakMethod, Vec<usize>)> {
+    let entries = ctx.entries;
+    if entries.is_empty() || entries.iter().any(|e| e.time().is_none()) {
+        return None;
+    }
+    if !entries.windows(2).all(|w| w[0].time_us <= w[1].time_us) {
+        return None;
+    }
+    let families: [(&str, LeakMethod); 3] = [
+        ("ProfilerStep#", LeakMethod::ProfilerSteps),
+        ("Optimizer.step#", LeakMethod::OptimizerSteps),
+        ("Optimizer.zero_grad#", LeakMethod::OptimizerSteps),
+    ];
+    for (prefix, method) in families {
+        let mut times: Vec<i64> = annotations
+            .iter()
+            .filter(|a| a.name.starts_with(prefix) && a.stage.eq_ignore_ascii_case("START"))
+            .map(|a| a.time_us)
+            .collect();
+        if times.len() < MIN_ITERATIONS {
+            continue;
+        }
+        times.sort_unstable();
+        let mut positions: Vec<usize> = times
+            .iter()
+            .map(|&t| entries.partition_point(|e| e.time_us < t))
+            .collect();
+        positions.dedup();
+        // An iteration that starts after the last entry has no events: drop it.
+        positions.retain(|&p| p < entries.len());
+        if positions.len() >= MIN_ITERATIONS {
+            return Some((method, positions));
+        }
+    }
+    None
+}
+
+/// Iteration starts from the repeating outermost varying user frame.
+fn call_site_boundaries(ctx: &mut DeviceCtx<'_, '_, '_>) -> Option<Vec<usize>> {
+    let mut user_frames: FxHashMap<FrameListId, Vec<u32>> = new_map();
+    let mut allocs: Vec<(usize, FrameListId)> = Vec::new();
+    for (i, e) in ctx.entries.iter().enumerate() {
+        if e.action == Action::Alloc && !e.frames.is_empty() {
+            user_frames
+                .entry(e.frames)
+                .or_insert_with(|| ctx.classifier.user_frames_outermost_first(e.frames));
+            allocs.push((i, e.frames));
+        }
+    }
+    if allocs.len() < MIN_ITERATIONS * 2 {
+        return None;
+    }
+    // The loop body: the depth (outermost user frame first) at which one frame is entered
+    // again and again. Setup code (model loading) differs from the loop at a shallow depth
+    // but is entered once, so the depth whose most re-entered frame has the most runs wins;
+    // ties go to the shallower depth (the whole iteration, not one layer of it).
+    let max_depth = user_frames
+        .values()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(0)
+        .min(MAX_PHASE_DEPTH);
+    let mut best: Option<(usize, Vec<usize>)> = None;
+    for depth in 0..max_depth {
+        let mut runs: Vec<(u32, usize)> = Vec::new();
+        for (i, l) in &allocs {
+            if let Some(&phase) = user_frames.get(l).and_then(|v| v.get(depth)) {
+                if runs.last().is_none_or(|r| r.0 != phase) {
+                    runs.push((phase, *i));
+                }
+            }
+        }
+        let mut counts: FxHashMap<u32, (usize, usize)> = new_map();
+        for (k, (phase, _)) in runs.iter().enumerate() {
+            counts.entry(*phase).or_insert((0, k)).0 += 1;
+        }
+        // The phase entered most often; among equals, the one entered first.
+        let Some((&anchor, &(n, _))) = counts
+            .iter()
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.1.1.cmp(&a.1.1)))
+        else {
+            continue;
+        };
+        if n >= MIN_ITERATIONS && best.as_ref().is_none_or(|(bn, _)| n > *bn) {
+            best = Some((
+                n,
+                runs.iter().filter(|r| r.0 == anchor).map(|r| r.1).collect(),
+            ));
+        }
+    }
+    let (_, starts) = best?;
+    Some(starts)
+}
+
+fn slope(ys: &[u64]) -> f64 {
+    let n = ys.len() as f64;
+    if ys.len() < 2 {
+        return 0.0;
+    }
+    let mean_x = (n - 1.0) / 2.0;
+    let mean_y = ys.iter().map(|&y| y as f64).sum::<f64>() / n;
+    let mut num = 0.0;
+    let mut den = 0.0;
+    for (x, &y) in ys.iter().enumerate() {
+        let dx = x as f64 - mean_x;
+        num += dx * (y as f64 - mean_y);
+        den += dx * dx;
+    }
+    if den == 0.0 { 0.0 } else { num / den }
+}
+
+/// Looks for a leak on one device.
+pub(crate) fn detect(ctx: &mut DeviceCtx<'_, '_, '_>, annotations: &[Annotation]) -> Option<Leak> {
+    let entries = ctx.entries;
+    if entries.is_empty() {
+        return None;
+    }
+    let (method, starts) = match annotation_boundaries(ctx, annotations) {
+        Some(found) => found,
+        None => (LeakMethod::RepeatedCallSites, call_site_boundaries(ctx)?),
+    };
+    let iterations = starts.len();
+    if iterations < MIN_ITERATIONS {
+        return None;
+    }
+    let iteration_of = |i: usize| -> Option<usize> {
+        let k = starts.partition_point(|&s| s <= i);
+        k.checked_sub(1)
+    };
+
+    // Without annotations: each iteration must free at least half of what it allocates.
+    if method == LeakMethod::RepeatedCallSites {
+        let mut allocated = vec![0u64; iterations];
+        let mut freed_inside = vec![0u64; iterations];
+        for (i, e) in entries.iter().enumerate() {
+            if e.action != Action::Alloc {
+                continue;
+            }
+            let Some(k) = iteration_of(i) else { continue };
+            allocated[k] = allocated[k].saturating_add(e.size);
+            let end = starts.get(k + 1).copied().unwrap_or(entries.len());
+            let partner = ctx.pairing.partner.get(i).copied().unwrap_or(NONE);
+            if partner != NONE && (partner as usize) < end {
+                freed_inside[k] = freed_inside[k].saturating_add(e.size);
+            }
+        }
+        // The last iteration may be cut short by the dump (or the OOM); judge the full ones.
+        let full = iterations - 1;
+        let ratio: f64 = (0..full)
+            .map(|k| {
+                if allocated[k] == 0 {
+                    1.0
+                } else {
+                    freed_inside[k] as f64 / allocated[k] as f64
+                }
+            })
+            .sum::<f64>()
+            / full.max(1) as f64;
+        if ratio < 0.5 {
+            return None;
+        }
+    }
+
+    // Survivors per site and iteration.
+    struct SiteAcc {
+        bytes: u64,
+        blocks: u64,
+        iterations: Vec<bool>,
+        category: Category,
+    }
+    let mut per_site: FxHashMap<u32, SiteAcc> = new_map();
+    let mut open: Vec<(u32, u64)> = ctx
+        .pairing
+        .open_alloc
+        .iter()
+        .map(|(&a, &i)| (i, a))
+        .collect();
+    open.sort_unstable();
+    for (i, addr) in open {
+        let i = i as usize;
+        let Some(e) = entries.get(i) else { continue };
+        if e.addr != addr {
+            continue;
+        }
+        let Some(k) = iteration_of(i) else { continue };
+        let category = ctx.category_of(e.frames, Some(i as u32));
+        if matches!(category, Category::Weights | Category::KvCache) {
+            continue;
+        }
+        let Some(site) = ctx.classifier.site(e.frames) else {
+            continue;
+        };
+        let acc = per_site.entry(site).or_insert_with(|| SiteAcc {
+            bytes: 0,
+            blocks: 0,
+            iterations: vec![false; iterations],
+            category,
+        });
+        acc.bytes = acc.bytes.saturating_add(e.size);
+        acc.blocks += 1;
+        acc.iterations[k] = true;
+    }
+    let need = MIN_ITERATIONS.max(iterations.div_ceil(2));
+    let mut leak_sites: Vec<(u32, SiteAcc)> = per_site
+        .into_iter()
+        .filter(|(_, a)| a.iterations.iter().filter(|&&b| b).count() >= need)
+        .collect();
+    if leak_sites.is_empty() {
+        return None;
+    }
+    leak_sites.sort_by(|a, b| b.1.bytes.cmp(&a.1.bytes).then(a.0.cmp(&b.0)));
+
+    // Live bytes at each iteration start. The first iteration is warm-up (optimizer state,
+    // allocator cache, lazily built buffers); with four or more iterations it is left out.
+    let all_live: Vec<u64> = starts
+        .iter()
+        .map(|&s| ctx.live_at(s.checked_sub(1)))
+        .collect();
+    let live: Vec<u64> = if all_live.len() >= 4 {
+        all_live[1..].to_vec()
+    } else {
+        all_live
+    };
+    let slope = slope(&live);
+    let rising = live.windows(2).filter(|w| w[1] > w[0]).count();
+    let growth =
+        (*live.last()? as i128 - live[0] as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    if slope <= 0.0 || rising * 3 < (live.len() - 1) * 2 || growth < MIN_GROWTH_BYTES as i64 {
+        return None;
+    }
+    let mut leaking = vec![false; iterations];
+    let mut surviving_bytes = 0u64;
+    for (_, a) in &leak_sites {
+        surviving_bytes = surviving_bytes.saturating_add(a.bytes);
+        for (k, b) in a.iterations.iter().enumerate() {
+            leaking[k] |= *b;
+        }
+    }
+    let leaking_steps = leaking.iter().filter(|&&b| b).count() as u64;
+    if (surviving_bytes as f64 / leaking_steps.max(1) as f64) < 0.25 * slope {
+        return None;
+    }
+    let sites = leak_sites
+        .into_iter()
+        .take(5)
+        .filter_map(|(id, a)| {
+            ctx.classifier.sites.get(id as usize).map(|s| SiteBytes {
+                site: s.clone(),
+                bytes: a.bytes,
+                blocks: a.blocks,
+                category: Some(a.category),
+            })
+        })
+        .collect();
+    let live_at_steps = if live.len() <= 200 {
+        live.clone()
+    } else {
+        (0..200).map(|j| live[j * (live.len() - 1) / 199]).collect()
+    };
+    Some(Leak {
+        method,
+        steps: iterations as u64,
+        leaking_steps,
+        slope_bytes_per_step: slope,
+        growth_bytes: growth,
+        live_at_steps,
+        sites,
+        surviving_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slope;
+
+    #[test]
+    fn least_squares_slope() {
+        assert_eq!(slope(&[10, 20, 30, 40]), 10.0);
+        assert_eq!(slope(&[5, 5, 5]), 0.0);
+        assert!(slope(&[40, 30, 20]) < 0.0);
+    }
+}

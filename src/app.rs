@@ -205,6 +205,18 @@ struct InputOutcome {
     incidents: Vec<crate::incident::Incident>,
     /// Facts that apply to every incident of the run (a model's geometry).
     shared_facts: Option<crate::evidence::Facts>,
+    snapshot: Option<crate::snapshot::SnapshotAnalysis>,
+}
+
+impl InputOutcome {
+    fn new(report: InputReport) -> Self {
+        InputOutcome {
+            report,
+            incidents: vec![],
+            shared_facts: None,
+            snapshot: None,
+        }
+    }
 }
 
 /// Options of a diagnosis run that do not concern output.
@@ -214,6 +226,10 @@ pub struct DiagnoseOptions {
     pub input_kind: Option<InputKind>,
     /// A model config or GGUF whose geometry applies to every incident.
     pub model: Option<std::path::PathBuf>,
+    /// Limits for reading untrusted pickles.
+    pub pickle_limits: crate::pickle::PickleLimits,
+    /// Draw a progress bar on stderr for large snapshots.
+    pub progress: bool,
 }
 
 impl Default for DiagnoseOptions {
@@ -222,16 +238,31 @@ impl Default for DiagnoseOptions {
             stdin_name: "<stdin>".into(),
             input_kind: None,
             model: None,
+            pickle_limits: crate::pickle::PickleLimits::default(),
+            progress: false,
         }
     }
 }
 
 impl From<&DiagnoseArgs> for DiagnoseOptions {
     fn from(a: &DiagnoseArgs) -> Self {
+        let mut limits = crate::pickle::PickleLimits::default();
+        if let Some(v) = a.max_pickle_bytes {
+            limits.max_input_bytes = v;
+        }
+        if let Some(v) = a.max_pickle_objects {
+            limits.max_objects = v;
+            limits.max_memo_entries = v;
+        }
+        if let Some(v) = a.max_pickle_depth {
+            limits.max_stack_depth = v;
+        }
         DiagnoseOptions {
             stdin_name: a.stdin_name.clone(),
             input_kind: a.input_kind,
             model: a.model.clone(),
+            pickle_limits: limits,
+            progress: false,
         }
     }
 }
@@ -247,18 +278,101 @@ fn model_input(path: &std::path::Path) -> Result<InputOutcome, InputError> {
     let input: crate::evidence::InputName = std::sync::Arc::from(name.as_str());
     let facts = crate::model::geometry_facts(&loaded.geometry, &input);
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    Ok(InputOutcome {
-        report: InputReport {
-            name,
-            kind: "model",
-            bytes,
-            lines: None,
-            compressed: false,
-            incidents: 0,
-        },
-        incidents: vec![],
-        shared_facts: Some(facts),
-    })
+    let mut out = InputOutcome::new(InputReport {
+        name,
+        kind: "model",
+        bytes,
+        lines: None,
+        compressed: false,
+        incidents: 0,
+    });
+    out.shared_facts = Some(facts);
+    Ok(out)
+}
+
+/// Reads a snapshot pickle whole (within the size limit) and analyses it.
+fn snapshot_input(
+    opened: input::Opened,
+    size_hint: Option<u64>,
+    opts: &DiagnoseOptions,
+) -> Result<InputOutcome, InputError> {
+    let name = opened.input_name();
+    let limit = opts.pickle_limits.max_input_bytes;
+    if let Some(size) = size_hint.filter(|s| *s > limit) {
+        return Err(InputError::TooLarge {
+            input: name.to_string(),
+            size,
+            limit,
+            what: "a snapshot",
+            flag: "--max-pickle-bytes",
+        });
+    }
+    let mut reader = opened.reader;
+    // A progress bar only on a terminal and only when reading takes noticeable time.
+    let bar = (opts.progress && size_hint.is_some_and(|s| s > (64 << 20))).then(|| {
+        let bar = indicatif::ProgressBar::with_draw_target(
+            size_hint,
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_message(format!("reading {name}"));
+        bar
+    });
+    let mut bytes = Vec::with_capacity(size_hint.unwrap_or(0).min(limit) as usize);
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(InputError::from_io(
+                    &name,
+                    e,
+                    opened.compressed,
+                    bytes.len() as u64,
+                ));
+            }
+        };
+        bytes.extend_from_slice(&chunk[..n]);
+        if bytes.len() as u64 > limit {
+            return Err(InputError::TooLarge {
+                input: name.to_string(),
+                size: bytes.len() as u64,
+                limit,
+                what: "a snapshot",
+                flag: "--max-pickle-bytes",
+            });
+        }
+        if let Some(b) = &bar {
+            b.set_position(bytes.len() as u64);
+        }
+    }
+    if let Some(b) = &bar {
+        b.set_message(format!("analysing {name}"));
+    }
+    let analysis = crate::snapshot::read_snapshot(&bytes, &name, &opts.pickle_limits)
+        .map_err(|e| InputError::Snapshot(Box::new(e)));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let analysis = analysis?;
+    let mut out = InputOutcome::new(InputReport {
+        name: name.to_string(),
+        kind: "snapshot",
+        bytes: bytes.len() as u64,
+        lines: None,
+        compressed: opened.compressed,
+        incidents: usize::from(analysis.oom_device().is_some()),
+    });
+    out.snapshot = Some(analysis);
+    Ok(out)
 }
 
 fn analyze_input(
@@ -275,11 +389,17 @@ fn analyze_input(
     } else {
         Box::new(io::empty())
     };
+    let size_hint = (spec != "-")
+        .then(|| std::fs::metadata(spec).ok().map(|m| m.len()))
+        .flatten();
     let opened = input::open(spec, reader, &opts.stdin_name, opts.input_kind)?;
     let name = opened.input_name();
     let compressed = opened.compressed;
     match opened.kind {
         InputKind::Model if spec != "-" && !compressed => model_input(std::path::Path::new(spec)),
+        InputKind::Snapshot => {
+            snapshot_input(opened, if compressed { None } else { size_hint }, opts)
+        }
         InputKind::Log => {
             let counter = opened.counter.clone();
             let mut reader = opened.reader;
@@ -292,24 +412,95 @@ fn analyze_input(
                         counter.load(std::sync::atomic::Ordering::Relaxed),
                     )
                 })?;
-            Ok(InputOutcome {
-                report: InputReport {
-                    name: name.to_string(),
-                    kind: "log",
-                    bytes: stats.bytes,
-                    lines: Some(stats.lines),
-                    compressed,
-                    incidents: evidence.incidents.len(),
-                },
-                incidents: evidence.incidents,
-                shared_facts: None,
-            })
+            let mut out = InputOutcome::new(InputReport {
+                name: name.to_string(),
+                kind: "log",
+                bytes: stats.bytes,
+                lines: Some(stats.lines),
+                compressed,
+                incidents: evidence.incidents.len(),
+            });
+            out.incidents = evidence.incidents;
+            Ok(out)
         }
         other => Err(InputError::Unsupported {
             input: name.to_string(),
             message: format!("{} inputs are not supported yet", other.id()),
             help: Some("pass --input-kind log to read it as a log".into()),
         }),
+    }
+}
+
+/// The phase a snapshot's OOM suggests, from what the failing allocation was for.
+fn snapshot_phase(facts: &crate::evidence::Facts) -> &'static str {
+    match facts.str("snapshot.oom_category") {
+        Some("weights") => crate::phase::id::MODEL_LOAD,
+        Some("gradients") => crate::phase::id::BACKWARD,
+        Some("optimizer") => crate::phase::id::OPTIMIZER_STEP,
+        Some("kv_cache") => crate::phase::id::GENERATION,
+        _ => crate::phase::id::UNKNOWN,
+    }
+}
+
+/// Joins snapshots to the log incidents they describe, or makes incidents of their own.
+///
+/// A snapshot describes a log incident on the same device (or the only device-OOM incident
+/// when the log does not name a device): its facts join that incident, the log's facts
+/// winning where both speak, so `crash.log snapshot.pickle` is one incident drawing on both.
+/// A snapshot whose OOM no log shows is an incident by itself.
+fn fuse_snapshots(
+    incidents: &mut Vec<crate::incident::Incident>,
+    snapshots: &[crate::snapshot::SnapshotAnalysis],
+) {
+    use crate::engines::{Domain, id};
+    for snap in snapshots {
+        let device = snap.oom_device().or_else(|| snap.focus_device());
+        let candidates: Vec<usize> = incidents
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.domain == Domain::Device && i.kind == "device-oom")
+            .filter(|(_, i)| match (device, i.device) {
+                (Some(d), Some(id)) => d == id || i.devices.contains(&d),
+                _ => true,
+            })
+            .map(|(k, _)| k)
+            .collect();
+        let facts = match device {
+            Some(d) => snap.facts_for_device(d),
+            None => snap.facts(),
+        };
+        match candidates.first() {
+            Some(&k) if candidates.len() == 1 || device.is_some() => {
+                let inc = &mut incidents[k];
+                inc.facts.merge(&facts, false);
+                if inc.device.is_none() {
+                    inc.device = device;
+                }
+            }
+            _ if snap.oom_device().is_some() => {
+                let input: crate::evidence::InputName = std::sync::Arc::from(snap.input.as_str());
+                let first = facts
+                    .get("oom.requested_bytes")
+                    .and_then(|f| f.sources.first().cloned())
+                    .unwrap_or_else(|| crate::evidence::Provenance::at(input.clone(), "oom"));
+                let mut facts = facts;
+                facts.set_if_absent("failure.kind", "device-oom", Some(first.clone()));
+                facts.set_if_absent("failure.engine", id::PYTORCH, Some(first.clone()));
+                let phase = snapshot_phase(&facts);
+                facts.set_if_absent("phase", phase, Some(first.clone()));
+                incidents.push(crate::incident::Incident::from_evidence(
+                    input,
+                    "device-oom",
+                    id::PYTORCH,
+                    Domain::Device,
+                    device,
+                    first,
+                    facts,
+                    phase,
+                ));
+            }
+            _ => {}
+        }
     }
 }
 
@@ -325,6 +516,7 @@ pub fn diagnose_inputs(
     let mut incidents = Vec::new();
     let mut errors = Vec::new();
     let mut shared = crate::evidence::Facts::new();
+    let mut snapshots = Vec::new();
     let mut record = |result: Result<InputOutcome, InputError>,
                       name: String,
                       diagnosis: &mut Diagnosis| match result {
@@ -333,6 +525,9 @@ pub fn diagnose_inputs(
             incidents.extend(outcome.incidents);
             if let Some(f) = outcome.shared_facts {
                 shared.merge(&f, false);
+            }
+            if let Some(s) = outcome.snapshot {
+                snapshots.push(s);
             }
         }
         Err(e) => {
@@ -354,6 +549,11 @@ pub fn diagnose_inputs(
         };
         record(analyze_input(spec, opts, &mut stdin), name, &mut diagnosis);
     }
+    fuse_snapshots(&mut incidents, &snapshots);
+    diagnosis.snapshots = snapshots
+        .iter()
+        .map(crate::report::SnapshotSummary::from_analysis)
+        .collect();
     // What a log says wins over the model file: it shows what actually ran.
     if !shared.is_empty() {
         for inc in &mut incidents {
@@ -385,7 +585,9 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         inputs.push("-".into());
     }
     let stdin = io.stdin.take();
-    let (diagnosis, errors) = diagnose_inputs(&inputs, &rules, &DiagnoseOptions::from(args), stdin);
+    let mut opts = DiagnoseOptions::from(args);
+    opts.progress = io.stderr_is_tty;
+    let (diagnosis, errors) = diagnose_inputs(&inputs, &rules, &opts, stdin);
     for e in &errors {
         report_error(io, e);
     }

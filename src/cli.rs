@@ -67,6 +67,18 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
 
+    /// Largest snapshot pickle to read, in bytes (default 4 GiB). Pickles are untrusted input.
+    #[arg(long, value_name = "BYTES", help_heading = "Limits")]
+    pub max_pickle_bytes: Option<u64>,
+
+    /// Most objects a snapshot pickle may create (default 200 million).
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    pub max_pickle_objects: Option<u64>,
+
+    /// Deepest nesting a snapshot pickle may use (default 1 million).
+    #[arg(long, value_name = "N", help_heading = "Limits")]
+    pub max_pickle_depth: Option<u64>,
+
     /// When to use colour in human output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,

@@ -55,6 +55,40 @@ pub struct Incident {
 }
 
 impl Incident {
+    /// An incident seen only in a structured input (a snapshot's `oom` entry, a series that
+    /// filled the device), not in any log line.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_evidence(
+        input: InputName,
+        kind: &'static str,
+        engine: &'static str,
+        domain: Domain,
+        device: Option<u32>,
+        first: Provenance,
+        facts: Facts,
+        phase: &'static str,
+    ) -> Incident {
+        let signature = format!("{kind}|{engine}|{input}|{device:?}");
+        Incident {
+            input,
+            kind,
+            domain,
+            engine,
+            device,
+            devices: device.into_iter().collect(),
+            ranks: BTreeSet::new(),
+            copies: 1,
+            first,
+            last_line: 0,
+            timestamp: None,
+            facts,
+            phase,
+            from_wrapper: false,
+            run: 0,
+            signature,
+        }
+    }
+
     /// The requested bytes, when the failure said.
     pub fn requested_bytes(&self) -> Option<u64> {
         self.facts

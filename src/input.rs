@@ -80,6 +80,21 @@ pub enum InputError {
         #[help]
         help: Option<String>,
     },
+    #[error("{input}: {size} bytes is more than the {limit}-byte limit for {what}")]
+    #[diagnostic(
+        code(oomdoctor::input::too_large),
+        help("raise the limit with {flag} if the file is trusted and the machine has the memory")
+    )]
+    TooLarge {
+        input: String,
+        size: u64,
+        limit: u64,
+        what: &'static str,
+        flag: &'static str,
+    },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Snapshot(Box<crate::snapshot::SnapshotError>),
 }
 
 impl InputError {

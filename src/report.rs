@@ -25,6 +25,113 @@ pub struct Diagnosis {
     pub errors: Vec<InputErrorReport>,
     /// The cleaned text of every line any evidence or fact points at, once each.
     pub excerpts: Vec<Excerpt>,
+    /// A summary of every memory snapshot read (with or without an OOM in it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotSummary>,
+}
+
+/// What a PyTorch memory snapshot showed, per device.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotSummary {
+    pub input: String,
+    /// The PyTorch versions that write this layout (e.g. `2.8`).
+    pub generation: String,
+    /// The device with an `oom` entry, if any.
+    pub oom_device: Option<u32>,
+    pub devices: Vec<SnapshotDeviceSummary>,
+}
+
+/// One device of a snapshot.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotDeviceSummary {
+    pub device: u32,
+    /// `oom`, `peak` or `final`: the moment the numbers below describe.
+    pub moment: String,
+    /// Whether the trace was replayed backwards to reach that moment.
+    pub replayed: bool,
+    pub reserved_bytes: u64,
+    pub live_bytes: u64,
+    pub peak_live_bytes: u64,
+    pub largest_free_block_bytes: u64,
+    /// Free memory inside segments that also hold live blocks (not releasable).
+    pub fragmented_free_bytes: u64,
+    /// Fully free segments at dump time (cache that `empty_cache()` would release).
+    pub releasable_cache_bytes: u64,
+    pub requested_bytes: Option<u64>,
+    pub categories: Vec<NamedBytes>,
+    pub top_sites: Vec<NamedBytes>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leak: Option<LeakSummary>,
+}
+
+/// A name and a byte count.
+#[derive(Clone, Debug, Serialize)]
+pub struct NamedBytes {
+    pub name: String,
+    pub bytes: u64,
+}
+
+/// Growth across iterations found in a snapshot's trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct LeakSummary {
+    pub steps: u64,
+    pub slope_bytes_per_step: f64,
+    pub growth_bytes: i64,
+    pub site: Option<String>,
+}
+
+impl SnapshotSummary {
+    /// Summarises an analysis for the report.
+    pub fn from_analysis(a: &crate::snapshot::SnapshotAnalysis) -> SnapshotSummary {
+        let devices = a
+            .devices()
+            .iter()
+            .map(|d| SnapshotDeviceSummary {
+                device: d.device,
+                moment: format!("{:?}", d.state.moment).to_lowercase(),
+                replayed: d.state.replayed,
+                reserved_bytes: d.state.reserved_bytes,
+                live_bytes: d.state.live_bytes,
+                peak_live_bytes: d.timeline.peak_live_bytes,
+                largest_free_block_bytes: d.state.largest_free_block_bytes,
+                fragmented_free_bytes: d.state.fragmented_free_bytes,
+                releasable_cache_bytes: d.segments.releasable_cache_bytes,
+                requested_bytes: d.oom.as_ref().map(|o| o.requested_bytes),
+                categories: d
+                    .attribution
+                    .categories
+                    .iter()
+                    .filter(|c| c.bytes > 0)
+                    .map(|c| NamedBytes {
+                        name: c.category.name().to_string(),
+                        bytes: c.bytes,
+                    })
+                    .collect(),
+                top_sites: d
+                    .attribution
+                    .top_sites
+                    .iter()
+                    .take(5)
+                    .map(|s| NamedBytes {
+                        name: s.site.label.clone(),
+                        bytes: s.bytes,
+                    })
+                    .collect(),
+                leak: d.leak.as_ref().map(|l| LeakSummary {
+                    steps: l.steps,
+                    slope_bytes_per_step: l.slope_bytes_per_step,
+                    growth_bytes: l.growth_bytes,
+                    site: l.sites.first().map(|s| s.site.label.clone()),
+                }),
+            })
+            .collect();
+        SnapshotSummary {
+            input: a.input.clone(),
+            generation: a.generation.label.clone(),
+            oom_device: a.oom_device(),
+            devices,
+        }
+    }
 }
 
 /// One quoted line of an input.
@@ -167,6 +274,7 @@ impl Diagnosis {
             incidents: vec![],
             errors: vec![],
             excerpts: vec![],
+            snapshots: vec![],
         }
     }
 

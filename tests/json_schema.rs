@@ -110,6 +110,22 @@ fn every_fixture_output_matches_the_schema() {
         checked += 1;
     }
     assert!(checked > 10);
+    // Snapshots (with and without an OOM) and a log fused with its snapshot.
+    for inputs in [
+        vec!["fixtures/snapshots/no_oom_summary.pickle".to_string()],
+        vec!["fixtures/snapshots/leak_profiler_steps.pickle".to_string()],
+        vec![
+            "fixtures/rules/torch-activations/fires-log-and-snapshot/crash.log".to_string(),
+            "fixtures/rules/torch-activations/fires-log-and-snapshot/dump_snapshot.pickle"
+                .to_string(),
+        ],
+    ] {
+        let (d, _) = oomdoctor::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
+        let v = serde_json::to_value(&d).unwrap();
+        let mut errors = Vec::new();
+        validate(&root, &root, &v, "$", &mut errors);
+        assert!(errors.is_empty(), "{inputs:?}:\n{}", errors.join("\n"));
+    }
 }
 
 fn glob_logs(dir: &str) -> Vec<String> {

@@ -360,6 +360,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
                 inputs.join(", ")
             }
         );
+        snapshot_summaries(d, style, &mut out);
         return out;
     }
     let _ = writeln!(
@@ -467,6 +468,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             }
         }
     }
+    snapshot_summaries(d, style, &mut out);
     if !d.errors.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -477,6 +479,86 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         );
     }
     out
+}
+
+/// What each snapshot showed: the state at the OOM (or peak), what the memory was for, where
+/// it was allocated, and any growth across steps.
+fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
+    for snap in &d.snapshots {
+        let _ = writeln!(out);
+        let oom = match snap.oom_device {
+            Some(dev) => format!("OOM on GPU {dev}"),
+            None => "no OOM recorded".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "{} {} · PyTorch {} · {oom}",
+            style.bold("Snapshot"),
+            snap.input,
+            snap.generation
+        );
+        for dev in &snap.devices {
+            let moment = match dev.moment.as_str() {
+                "oom" if dev.replayed => "at the OOM (trace replayed back to it)".to_string(),
+                "oom" => "at the OOM".to_string(),
+                "peak" => "at the peak".to_string(),
+                m => format!("at the {m} state"),
+            };
+            let _ = writeln!(
+                out,
+                "  GPU {}: {} live of {} reserved {moment}; peak {} live",
+                dev.device,
+                format_bytes(dev.live_bytes),
+                format_bytes(dev.reserved_bytes),
+                format_bytes(dev.peak_live_bytes)
+            );
+            let mut free = format!(
+                "    largest free block {}, free in partly used segments {}; at dump time {} sat in fully free segments (cache empty_cache() releases)",
+                format_bytes(dev.largest_free_block_bytes),
+                format_bytes(dev.fragmented_free_bytes),
+                format_bytes(dev.releasable_cache_bytes)
+            );
+            if let Some(r) = dev.requested_bytes {
+                free.push_str(&format!("; the failed request was {}", format_bytes(r)));
+            }
+            let _ = writeln!(out, "{}", style.dim(&free));
+            let total: u64 = dev.categories.iter().map(|c| c.bytes).sum();
+            for c in &dev.categories {
+                let share = if total > 0 {
+                    c.bytes as f64 / total as f64
+                } else {
+                    0.0
+                };
+                let bar = "█".repeat(((share * 30.0).round() as usize).max(1));
+                let _ = writeln!(
+                    out,
+                    "    {:<16} {:>12}  {}",
+                    c.name,
+                    format_bytes(c.bytes),
+                    style.cyan(&bar)
+                );
+            }
+            if !dev.top_sites.is_empty() {
+                let _ = writeln!(out, "    top allocation sites:");
+                for site in &dev.top_sites {
+                    let _ = writeln!(out, "      {:>12}  {}", format_bytes(site.bytes), site.name);
+                }
+            }
+            if let Some(l) = &dev.leak {
+                let _ = writeln!(
+                    out,
+                    "    {} live memory grows by {} per step over {} steps{}",
+                    style.yellow("growth:"),
+                    crate::units::format_bytes_f(l.slope_bytes_per_step),
+                    l.steps,
+                    l.site
+                        .as_ref()
+                        .map(|s| format!(" at {s}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]

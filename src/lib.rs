@@ -38,6 +38,7 @@ pub mod logscan;
 pub mod model;
 pub mod phase;
 pub mod pickle;
+pub mod plot;
 pub mod render;
 pub mod report;
 pub mod rules;

@@ -14,7 +14,6 @@ use miette::{
 
 use crate::evidence::{Facts, Provenance};
 use crate::report::{Diagnosis, EvidenceItem, IncidentReport};
-use crate::units::format_bytes;
 
 /// Terminal styling, off when output is not a terminal.
 #[derive(Clone, Copy, Debug)]
@@ -275,42 +274,6 @@ fn label_for(facts: &Facts, name: &str) -> String {
     }
 }
 
-fn headline(r: &IncidentReport) -> String {
-    let mut parts = vec![r.kind.clone()];
-    if let Some(d) = r.device {
-        parts.push(format!("GPU {d}"));
-    }
-    if r.engine != "unknown" {
-        parts.push(r.engine.clone());
-    }
-    let mut phase = r.phase.clone();
-    if let Some(s) = r.facts.num("phase.steps_completed") {
-        if s >= 1.0 {
-            phase.push_str(&format!(" (after {} steps)", s as u64));
-        }
-    }
-    parts.push(format!("phase {phase}"));
-    if let Some(b) = r.requested_bytes {
-        parts.push(format!("requested {}", format_bytes(b)));
-    }
-    if r.copies > 1 {
-        let ranks = if r.ranks.len() > 1 {
-            format!(
-                " across ranks {}",
-                r.ranks
-                    .iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        } else {
-            String::new()
-        };
-        parts.push(format!("seen {}×{ranks}", r.copies));
-    }
-    parts.join(" · ")
-}
-
 fn evidence_block(items: &[EvidenceItem], style: &Style, out: &mut String) {
     for e in items {
         let w = if e.weight >= 0.0 {
@@ -349,6 +312,11 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             None => format!("{} ({})", i.name, i.kind),
         })
         .collect();
+    let inputs = if inputs.len() > 4 {
+        format!("{} inputs", inputs.len())
+    } else {
+        inputs.join(", ")
+    };
     if d.incidents.is_empty() {
         let _ = writeln!(
             out,
@@ -357,9 +325,10 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             if inputs.is_empty() {
                 "the input".into()
             } else {
-                inputs.join(", ")
+                inputs
             }
         );
+        skipped(d, style, &mut out);
         return out;
     }
     let _ = writeln!(
@@ -371,7 +340,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         } else {
             format!("{} incidents", d.incidents.len())
         },
-        inputs.join(", ")
+        inputs
     );
     for r in &d.incidents {
         let _ = writeln!(out);
@@ -385,15 +354,16 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         let _ = writeln!(
             out,
             "  {}",
-            style.dim(&format!("incident {} · {}", r.id, headline(r)))
+            style.dim(&format!("incident {} · {}", r.id, super::text::headline(r)))
         );
         let _ = writeln!(
             out,
             "  {}",
             style.dim(&format!(
-                "first seen at {}{}",
+                "first seen at {}{} · fingerprint {}",
                 r.location.input,
-                r.location.line.map(|l| format!(":{l}")).unwrap_or_default()
+                r.location.line.map(|l| format!(":{l}")).unwrap_or_default(),
+                r.fingerprint
             ))
         );
         out.push_str(&snippets(r, style));
@@ -467,6 +437,10 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             }
         }
     }
+    if d.inputs.len() > 1 {
+        summary(d, style, &mut out);
+    }
+    skipped(d, style, &mut out);
     if !d.errors.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -477,6 +451,78 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         );
     }
     out
+}
+
+/// Counts across inputs: per cause, per file, and repeats of one problem.
+fn summary(d: &Diagnosis, style: &Style, out: &mut String) {
+    let s = d.summary();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{} {} ({} distinct) in {} of {}: {}",
+        style.bold("Summary:"),
+        super::text::count(s.incidents, "incident"),
+        s.distinct,
+        s.by_input.iter().filter(|i| i.incidents > 0).count(),
+        super::text::count(s.by_input.len(), "input"),
+        super::text::by_cause(&s)
+    );
+    let width = s.by_input.iter().map(|i| i.input.len()).max().unwrap_or(0);
+    for i in &s.by_input {
+        let causes = i
+            .causes
+            .iter()
+            .map(|c| c.id())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let _ = writeln!(
+            out,
+            "  {:<width$}  {:>3}  {}",
+            i.input,
+            i.incidents,
+            if causes.is_empty() {
+                style.dim("—")
+            } else {
+                causes
+            }
+        );
+    }
+    for g in &s.repeated {
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!(
+                "incidents {} are one problem ({}, fingerprint {})",
+                g.incidents
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                g.cause,
+                g.fingerprint
+            ))
+        );
+    }
+}
+
+fn skipped(d: &Diagnosis, style: &Style, out: &mut String) {
+    if d.skipped.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{} skipped {}:",
+        style.dim("·"),
+        super::text::count(d.skipped.len(), "file")
+    );
+    for s in &d.skipped {
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!("{} ({}): {}", s.input, s.kind, s.reason))
+        );
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 pub mod human;
 pub mod json;
+pub(crate) mod text;
 
 /// Output formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -1,0 +1,70 @@
+//! Small pieces of wording shared by the renderers, so every format says the same thing the
+//! same way.
+
+use crate::report::{IncidentReport, Summary};
+use crate::units::format_bytes;
+
+/// `device-oom · GPU 1 · pytorch · phase backward (after 319 steps) · requested 1.96 GiB ·
+/// seen 2× across ranks 0, 1`.
+pub(crate) fn headline(r: &IncidentReport) -> String {
+    let mut parts = vec![r.kind.clone()];
+    if let Some(d) = r.device {
+        parts.push(format!("GPU {d}"));
+    }
+    if r.engine != "unknown" {
+        parts.push(r.engine.clone());
+    }
+    parts.push(format!("phase {}", phase(r)));
+    if let Some(b) = r.requested_bytes {
+        parts.push(format!("requested {}", format_bytes(b)));
+    }
+    if r.copies > 1 {
+        parts.push(format!("seen {}×{}", r.copies, ranks(r)));
+    }
+    parts.join(" · ")
+}
+
+/// `backward (after 319 steps)`.
+pub(crate) fn phase(r: &IncidentReport) -> String {
+    let mut phase = r.phase.clone();
+    if let Some(s) = r.facts.num("phase.steps_completed") {
+        if s >= 1.0 {
+            phase.push_str(&format!(" (after {} steps)", s as u64));
+        }
+    }
+    phase
+}
+
+/// ` across ranks 0, 1`, or nothing.
+pub(crate) fn ranks(r: &IncidentReport) -> String {
+    if r.ranks.len() > 1 {
+        format!(
+            " across ranks {}",
+            r.ranks
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// `1 incident`, `3 incidents`.
+pub(crate) fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// `fragmentation 2, host-oom 1`.
+pub(crate) fn by_cause(s: &Summary) -> String {
+    s.by_cause
+        .iter()
+        .map(|(c, n)| format!("{c} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

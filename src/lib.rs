@@ -39,6 +39,7 @@ pub mod model;
 pub mod phase;
 pub mod pickle;
 pub mod plot;
+pub mod redact;
 pub mod render;
 pub mod report;
 pub mod rules;

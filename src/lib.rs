@@ -46,3 +46,4 @@ pub mod rules;
 pub mod snapshot;
 pub mod timeseries;
 pub mod units;
+pub mod walk;

@@ -194,10 +194,13 @@ fn finish_output(io: &mut Io<'_>, text: &str, status: Exit) -> Exit {
     }
 }
 
-/// What one input yielded.
+/// What one input yielded. Snapshot and series analyses add their plot data here; it goes
+/// into the diagnosis in input order.
 struct InputOutcome {
     report: InputReport,
     incidents: Vec<crate::incident::Incident>,
+    series: Vec<crate::plot::SeriesPlot>,
+    snapshots: Vec<crate::plot::SnapshotPlot>,
 }
 
 /// Options of a diagnosis run that do not concern output.
@@ -275,6 +278,8 @@ fn analyze_opened(opened: input::Opened) -> Result<InputOutcome, (InputError, In
                     incidents: evidence.incidents.len(),
                 },
                 incidents: evidence.incidents,
+                series: Vec::new(),
+                snapshots: Vec::new(),
             })
         }
         other => Err((
@@ -443,6 +448,8 @@ pub fn analyze(
                 }
                 diagnosis.inputs.push(outcome.report);
                 incidents.extend(outcome.incidents);
+                diagnosis.series.extend(outcome.series);
+                diagnosis.snapshots.extend(outcome.snapshots);
             }
             Some(Read1::Skipped(s)) => {
                 if let (Item::File { .. }, Ok(kind)) = (

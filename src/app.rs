@@ -12,10 +12,12 @@ use clap::Parser;
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
 use crate::cause::Cause;
-use crate::cli::{Cli, ColorChoice, Command, DiagnoseArgs};
+use std::path::Path;
+
+use crate::cli::{BundleArgs, BundleFormat, Cli, ColorChoice, Command, DiagnoseArgs};
 use crate::input::{self, InputError, InputKind};
-use crate::render::{self, Format};
-use crate::report::{Diagnosis, InputErrorReport, InputReport};
+use crate::render::{self, Format, ListFormat, Policy, RuleInfo};
+use crate::report::{Diagnosis, InputErrorReport, InputReport, SkippedInput};
 use crate::rules::RuleSet;
 
 /// The process's streams, replaceable in tests.
@@ -160,6 +162,7 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
             finish_output(io, &list_rules(&set, format), Exit::Clean)
         }
         Some(Command::Facts { format }) => finish_output(io, &list_facts(format), Exit::Clean),
+        Some(Command::Bundle(args)) => bundle_command(&args, io),
         Some(Command::Plan(args)) => match crate::model::plan::plan(&args) {
             Ok(report) => {
                 let text = match args.format {
@@ -185,6 +188,23 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
                 Exit::Error
             }
         },
+        Some(Command::Completions { shell }) => {
+            let mut buf = Vec::new();
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "oomdoctor", &mut buf);
+            finish_output(io, &String::from_utf8_lossy(&buf), Exit::Clean)
+        }
+        Some(Command::Man) => {
+            let mut buf = Vec::new();
+            let cmd = <Cli as clap::CommandFactory>::command();
+            match clap_mangen::Man::new(cmd).render(&mut buf) {
+                Ok(()) => finish_output(io, &String::from_utf8_lossy(&buf), Exit::Clean),
+                Err(e) => {
+                    let _ = writeln!(io.stderr, "error: cannot render the man page: {e}");
+                    Exit::Error
+                }
+            }
+        }
     }
 }
 
@@ -199,12 +219,16 @@ fn finish_output(io: &mut Io<'_>, text: &str, status: Exit) -> Exit {
     }
 }
 
-/// What one input yielded.
+/// What one input yielded. Snapshot and series analyses add their plot data here; it goes
+/// into the diagnosis in input order.
 struct InputOutcome {
     report: InputReport,
     incidents: Vec<crate::incident::Incident>,
+    series: Vec<crate::plot::SeriesPlot>,
+    snapshots: Vec<crate::plot::SnapshotPlot>,
     /// Facts that apply to every incident of the run (a model's geometry).
     shared_facts: Option<crate::evidence::Facts>,
+    /// An analysed snapshot, fused with the log incidents after every input is read.
     snapshot: Option<crate::snapshot::SnapshotAnalysis>,
 }
 
@@ -213,6 +237,8 @@ impl InputOutcome {
         InputOutcome {
             report,
             incidents: vec![],
+            series: vec![],
+            snapshots: vec![],
             shared_facts: None,
             snapshot: None,
         }
@@ -224,6 +250,9 @@ impl InputOutcome {
 pub struct DiagnoseOptions {
     pub stdin_name: String,
     pub input_kind: Option<InputKind>,
+    /// List inputs of a kind this build cannot analyse as skipped instead of failing on them
+    /// (always so for files found in a directory).
+    pub skip_unsupported: bool,
     /// A model config or GGUF whose geometry applies to every incident.
     pub model: Option<std::path::PathBuf>,
     /// Limits for reading untrusted pickles.
@@ -237,6 +266,7 @@ impl Default for DiagnoseOptions {
         DiagnoseOptions {
             stdin_name: "<stdin>".into(),
             input_kind: None,
+            skip_unsupported: false,
             model: None,
             pickle_limits: crate::pickle::PickleLimits::default(),
             progress: false,
@@ -260,6 +290,7 @@ impl From<&DiagnoseArgs> for DiagnoseOptions {
         DiagnoseOptions {
             stdin_name: a.stdin_name.clone(),
             input_kind: a.input_kind,
+            skip_unsupported: false,
             model: a.model.clone(),
             pickle_limits: limits,
             progress: false,
@@ -371,64 +402,9 @@ fn snapshot_input(
         compressed: opened.compressed,
         incidents: usize::from(analysis.oom_device().is_some()),
     });
+    out.snapshots = crate::plot::SnapshotPlot::from_analysis(&analysis);
     out.snapshot = Some(analysis);
     Ok(out)
-}
-
-fn analyze_input(
-    spec: &str,
-    opts: &DiagnoseOptions,
-    stdin: &mut Option<Box<dyn Read>>,
-) -> Result<InputOutcome, InputError> {
-    let reader: Box<dyn Read> = if spec == "-" {
-        stdin.take().ok_or_else(|| InputError::Unsupported {
-            input: opts.stdin_name.clone(),
-            message: "standard input was already read by an earlier `-`".into(),
-            help: Some("pass `-` once".into()),
-        })?
-    } else {
-        Box::new(io::empty())
-    };
-    let size_hint = (spec != "-")
-        .then(|| std::fs::metadata(spec).ok().map(|m| m.len()))
-        .flatten();
-    let opened = input::open(spec, reader, &opts.stdin_name, opts.input_kind)?;
-    let name = opened.input_name();
-    let compressed = opened.compressed;
-    match opened.kind {
-        InputKind::Model if spec != "-" && !compressed => model_input(std::path::Path::new(spec)),
-        InputKind::Snapshot => {
-            snapshot_input(opened, if compressed { None } else { size_hint }, opts)
-        }
-        InputKind::Log => {
-            let counter = opened.counter.clone();
-            let mut reader = opened.reader;
-            let (evidence, stats) =
-                crate::incident::analyze_log(&mut reader, &name).map_err(|e| {
-                    InputError::from_io(
-                        &name,
-                        e,
-                        compressed,
-                        counter.load(std::sync::atomic::Ordering::Relaxed),
-                    )
-                })?;
-            let mut out = InputOutcome::new(InputReport {
-                name: name.to_string(),
-                kind: "log",
-                bytes: stats.bytes,
-                lines: Some(stats.lines),
-                compressed,
-                incidents: evidence.incidents.len(),
-            });
-            out.incidents = evidence.incidents;
-            Ok(out)
-        }
-        other => Err(InputError::Unsupported {
-            input: name.to_string(),
-            message: format!("{} inputs are not supported yet", other.id()),
-            help: Some("pass --input-kind log to read it as a log".into()),
-        }),
-    }
 }
 
 /// The phase a snapshot's OOM suggests, from what the failing allocation was for.
@@ -504,56 +480,312 @@ fn fuse_snapshots(
     }
 }
 
-/// Diagnoses inputs (paths or `-`): the whole analysis without any output. Inputs that cannot
-/// be read are returned as errors and listed in the diagnosis; the others are still diagnosed.
-pub fn diagnose_inputs(
+/// One thing to read: standard input, a file named on the command line, or a file found
+/// in a directory input (for which kinds this build cannot read yet, and binary files, are
+/// skipped with a note instead of failing the run).
+#[derive(Clone, Debug, PartialEq)]
+enum Item {
+    Stdin,
+    File { path: String, from_dir: bool },
+}
+
+/// What reading one item gave.
+enum Read1 {
+    Done(InputOutcome, InputKind),
+    Skipped(SkippedInput),
+    Failed(InputError, Option<InputKind>),
+}
+
+fn analyze_opened(
+    opened: input::Opened,
+    path: Option<&str>,
+    opts: &DiagnoseOptions,
+) -> Result<InputOutcome, (InputError, InputKind)> {
+    let name = opened.input_name();
+    let compressed = opened.compressed;
+    let size_hint = if compressed {
+        None
+    } else {
+        path.and_then(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+    };
+    match opened.kind {
+        InputKind::Model if path.is_some() && !compressed => {
+            model_input(std::path::Path::new(path.unwrap_or_default()))
+                .map_err(|e| (e, InputKind::Model))
+        }
+        InputKind::Snapshot => {
+            snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))
+        }
+        InputKind::Log => {
+            let counter = opened.counter.clone();
+            let mut reader = opened.reader;
+            let (evidence, stats) =
+                crate::incident::analyze_log(&mut reader, &name).map_err(|e| {
+                    (
+                        InputError::from_io(
+                            &name,
+                            e,
+                            compressed,
+                            counter.load(std::sync::atomic::Ordering::Relaxed),
+                        ),
+                        InputKind::Log,
+                    )
+                })?;
+            Ok(InputOutcome {
+                report: InputReport {
+                    name: name.to_string(),
+                    kind: "log",
+                    bytes: stats.bytes,
+                    lines: Some(stats.lines),
+                    compressed,
+                    incidents: evidence.incidents.len(),
+                },
+                incidents: evidence.incidents,
+                series: Vec::new(),
+                snapshots: Vec::new(),
+                shared_facts: None,
+                snapshot: None,
+            })
+        }
+        other => Err((
+            InputError::Unsupported {
+                input: name.to_string(),
+                message: format!("{} inputs are not supported yet", other.id()),
+                help: Some("pass --input-kind log to read it as a log".into()),
+            },
+            other,
+        )),
+    }
+}
+
+fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) -> Read1 {
+    let opened = match item {
+        Item::Stdin => match stdin {
+            Some(r) => input::open("-", r, &opts.stdin_name, opts.input_kind),
+            None => Err(InputError::Unsupported {
+                input: opts.stdin_name.clone(),
+                message: "standard input was already read by an earlier `-`".into(),
+                help: Some("pass `-` once".into()),
+            }),
+        },
+        Item::File { path, .. } => input::open(
+            path,
+            Box::new(io::empty()),
+            &opts.stdin_name,
+            opts.input_kind,
+        ),
+    };
+    let opened = match opened {
+        Ok(o) => o,
+        Err(e) => return Read1::Failed(e, None),
+    };
+    let from_dir = matches!(item, Item::File { from_dir: true, .. });
+    if from_dir && opened.kind == InputKind::Log && crate::walk::looks_binary(&opened.head) {
+        return Read1::Skipped(SkippedInput {
+            input: opened.name.to_string(),
+            kind: "binary".into(),
+            reason: "binary data, not a log, snapshot or series".into(),
+        });
+    }
+    let path = match item {
+        Item::File { path, .. } => Some(path.as_str()),
+        Item::Stdin => None,
+    };
+    match analyze_opened(opened, path, opts) {
+        Ok(o) => {
+            let kind = match o.report.kind {
+                "log" => InputKind::Log,
+                "snapshot" => InputKind::Snapshot,
+                "series" => InputKind::Series,
+                _ => InputKind::Model,
+            };
+            Read1::Done(o, kind)
+        }
+        Err((InputError::Unsupported { input, message, .. }, kind))
+            if from_dir || opts.skip_unsupported =>
+        {
+            Read1::Skipped(SkippedInput {
+                input,
+                kind: kind.id().into(),
+                reason: message,
+            })
+        }
+        // A pickle that is not a memory snapshot, found while walking a directory or bundled
+        // for a bug report, is noted, not fatal; named on its own it is an error.
+        Err((InputError::Snapshot(e), kind))
+            if (from_dir || opts.skip_unsupported)
+                && matches!(*e, crate::snapshot::SnapshotError::NotASnapshot { .. }) =>
+        {
+            Read1::Skipped(SkippedInput {
+                input: item_name(item, opts),
+                kind: kind.id().into(),
+                reason: e.to_string(),
+            })
+        }
+        Err((e, kind)) => Read1::Failed(e, Some(kind)),
+    }
+}
+
+fn item_name(item: &Item, opts: &DiagnoseOptions) -> String {
+    match item {
+        Item::Stdin => opts.stdin_name.clone(),
+        Item::File { path, .. } => path.clone(),
+    }
+}
+
+/// A whole analysis: the diagnosis, the input errors, and what each input was.
+pub struct Analysis {
+    pub diagnosis: Diagnosis,
+    pub errors: Vec<InputError>,
+    /// Every file read from disk (named or found in a directory), with its sniffed kind.
+    pub files: Vec<(String, InputKind)>,
+}
+
+/// Diagnoses inputs (paths, directories or `-`): the whole analysis without any output.
+/// Files are read in parallel; results keep the order of the command line (and of the
+/// directory walk). Inputs that cannot be read are returned as errors and listed in the
+/// diagnosis; the others are still diagnosed.
+pub fn analyze(
     specs: &[String],
     rules: &RuleSet,
     opts: &DiagnoseOptions,
     mut stdin: Option<Box<dyn Read>>,
-) -> (Diagnosis, Vec<InputError>) {
+) -> Analysis {
     let mut diagnosis = Diagnosis::new();
-    let mut incidents = Vec::new();
     let mut errors = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
+    for spec in specs {
+        if spec == "-" {
+            items.push(Item::Stdin);
+            continue;
+        }
+        let path = std::path::Path::new(spec);
+        if path.is_dir() {
+            match crate::walk::walk(path) {
+                Ok(w) => {
+                    if w.files.is_empty() {
+                        let e = InputError::Unsupported {
+                            input: spec.clone(),
+                            message: "the directory holds no files to read".into(),
+                            help: Some("hidden files and directories are skipped".into()),
+                        };
+                        diagnosis.errors.push(InputErrorReport {
+                            input: spec.clone(),
+                            message: e.to_string(),
+                        });
+                        errors.push(e);
+                    }
+                    for (p, reason) in w.skipped {
+                        diagnosis.skipped.push(SkippedInput {
+                            input: p.display().to_string(),
+                            kind: "directory".into(),
+                            reason,
+                        });
+                    }
+                    items.extend(w.files.into_iter().map(|p| Item::File {
+                        path: p.display().to_string(),
+                        from_dir: true,
+                    }));
+                }
+                Err(e) => {
+                    let e = InputError::from_io(spec, e, false, 0);
+                    diagnosis.errors.push(InputErrorReport {
+                        input: spec.clone(),
+                        message: e.to_string(),
+                    });
+                    errors.push(e);
+                }
+            }
+        } else {
+            items.push(Item::File {
+                path: spec.clone(),
+                from_dir: false,
+            });
+        }
+    }
+    // Standard input is read here, in order; files on worker threads.
+    let mut results: Vec<Option<Read1>> = items
+        .iter()
+        .map(|it| match it {
+            Item::Stdin => Some(read_item(it, opts, stdin.take())),
+            Item::File { .. } => None,
+        })
+        .collect();
+    let files: Vec<(usize, &Item)> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, it)| matches!(it, Item::File { .. }))
+        .collect();
+    let read = crate::walk::parallel_map(&files, crate::walk::threads(), |(_, it)| {
+        read_item(it, opts, None)
+    });
+    for ((i, _), r) in files.iter().zip(read) {
+        results[*i] = Some(r);
+    }
+    let mut incidents = Vec::new();
+    let mut kinds = Vec::new();
     let mut shared = crate::evidence::Facts::new();
     let mut snapshots = Vec::new();
-    let mut record = |result: Result<InputOutcome, InputError>,
-                      name: String,
-                      diagnosis: &mut Diagnosis| match result {
-        Ok(outcome) => {
-            diagnosis.inputs.push(outcome.report);
-            incidents.extend(outcome.incidents);
-            if let Some(f) = outcome.shared_facts {
-                shared.merge(&f, false);
-            }
-            if let Some(s) = outcome.snapshot {
-                snapshots.push(s);
-            }
-        }
-        Err(e) => {
-            diagnosis.errors.push(InputErrorReport {
-                input: name,
-                message: e.to_string(),
-            });
-            errors.push(e);
-        }
-    };
     if let Some(m) = &opts.model {
-        record(model_input(m), m.display().to_string(), &mut diagnosis);
+        match model_input(m) {
+            Ok(outcome) => {
+                diagnosis.inputs.push(outcome.report);
+                shared.merge(&outcome.shared_facts.unwrap_or_default(), false);
+            }
+            Err(e) => {
+                diagnosis.errors.push(InputErrorReport {
+                    input: m.display().to_string(),
+                    message: e.to_string(),
+                });
+                errors.push(e);
+            }
+        }
     }
-    for spec in specs {
-        let name = if spec == "-" {
-            opts.stdin_name.clone()
-        } else {
-            spec.clone()
+    for (item, r) in items.iter().zip(results) {
+        let name = match item {
+            Item::Stdin => opts.stdin_name.clone(),
+            Item::File { path, .. } => path.clone(),
         };
-        record(analyze_input(spec, opts, &mut stdin), name, &mut diagnosis);
+        match r {
+            Some(Read1::Done(outcome, kind)) => {
+                if matches!(item, Item::File { .. }) {
+                    kinds.push((name, kind));
+                }
+                diagnosis.inputs.push(outcome.report);
+                incidents.extend(outcome.incidents);
+                diagnosis.series.extend(outcome.series);
+                diagnosis.snapshots.extend(outcome.snapshots);
+                if let Some(f) = outcome.shared_facts {
+                    shared.merge(&f, false);
+                }
+                if let Some(snap) = outcome.snapshot {
+                    snapshots.push(snap);
+                }
+            }
+            Some(Read1::Skipped(s)) => {
+                if let (Item::File { .. }, Ok(kind)) = (
+                    item,
+                    <InputKind as clap::ValueEnum>::from_str(&s.kind, false),
+                ) {
+                    kinds.push((name, kind));
+                }
+                diagnosis.skipped.push(s);
+            }
+            Some(Read1::Failed(e, kind)) => {
+                if let (Item::File { .. }, Some(kind)) = (item, kind) {
+                    kinds.push((name.clone(), kind));
+                }
+                diagnosis.errors.push(InputErrorReport {
+                    input: name,
+                    message: e.to_string(),
+                });
+                errors.push(e);
+            }
+            None => {}
+        }
     }
     fuse_snapshots(&mut incidents, &snapshots);
-    diagnosis.snapshots = snapshots
-        .iter()
-        .map(crate::report::SnapshotSummary::from_analysis)
-        .collect();
     // What a log says wins over the model file: it shows what actually ran.
     if !shared.is_empty() {
         for inc in &mut incidents {
@@ -566,10 +798,112 @@ pub fn diagnose_inputs(
         .collect();
     diagnosis.incidents = crate::diagnose::finish(reports);
     diagnosis.collect_excerpts();
-    (diagnosis, errors)
+    Analysis {
+        diagnosis,
+        errors,
+        files: kinds,
+    }
+}
+
+/// Diagnoses inputs (paths, directories or `-`): the whole analysis without any output.
+/// Inputs that cannot be read are returned as errors and listed in the diagnosis; the
+/// others are still diagnosed.
+pub fn diagnose_inputs(
+    specs: &[String],
+    rules: &RuleSet,
+    opts: &DiagnoseOptions,
+    stdin: Option<Box<dyn Read>>,
+) -> (Diagnosis, Vec<InputError>) {
+    let a = analyze(specs, rules, opts, stdin);
+    (a.diagnosis, a.errors)
+}
+
+/// The exit status of a diagnosis under the CI policy: 2 for input errors, otherwise 1 when
+/// an incident fails the policy (any incident, or with `--fail-on` one with a listed cause),
+/// else 0.
+pub fn exit_status(d: &Diagnosis, policy: &Policy, exit_zero: bool) -> Exit {
+    if !d.errors.is_empty() {
+        Exit::Error
+    } else if !exit_zero && d.incidents.iter().any(|i| policy.fails(i)) {
+        Exit::Incident
+    } else {
+        Exit::Clean
+    }
+}
+
+fn rule_infos(rules: &RuleSet) -> Vec<RuleInfo> {
+    rules
+        .rules
+        .iter()
+        .map(|r| RuleInfo {
+            id: r.id.clone(),
+            cause: r.cause,
+            title: r.title.clone(),
+            explanation: r.explanation.clone(),
+        })
+        .collect()
+}
+
+/// Renders a diagnosis in a format (no side effects).
+pub fn render_diagnosis(
+    d: &Diagnosis,
+    format: Format,
+    policy: &Policy,
+    rules: &RuleSet,
+    color: bool,
+    explain: bool,
+) -> String {
+    match format {
+        Format::Json => render::json::render(d),
+        Format::Human => {
+            let style = render::human::Style { color, width: 110 };
+            render::human::render(d, &style, explain)
+        }
+        Format::Markdown => {
+            let mut o = render::markdown::Options::new();
+            o.policy = policy.clone();
+            render::markdown::render(d, &o)
+        }
+        Format::Github => render::github::render(d, policy),
+        Format::Sarif => render::sarif::render(
+            d,
+            &render::sarif::Options {
+                rules: rule_infos(rules),
+                policy: policy.clone(),
+            },
+        ),
+        Format::Junit => render::junit::render(d, policy),
+        Format::Html => render::html::render(
+            d,
+            &render::html::Options {
+                policy: policy.clone(),
+            },
+        ),
+    }
+}
+
+/// Writes a report to `--output` (a file, or `-` for stdout) or stdout.
+fn deliver(io: &mut Io<'_>, output: Option<&Path>, text: &str, status: Exit) -> Exit {
+    match output {
+        Some(p) if p != Path::new("-") => match std::fs::write(p, text) {
+            Ok(()) => status,
+            Err(e) => {
+                let _ = writeln!(io.stderr, "error: cannot write {}: {e}", p.display());
+                Exit::Error
+            }
+        },
+        _ => finish_output(io, text, status),
+    }
 }
 
 fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
+    if args.format == Format::Html && args.output.is_none() {
+        let _ = writeln!(
+            io.stderr,
+            "error: --format html writes a file: add --output report.html (or --output - for standard output)"
+        );
+        return Exit::Error;
+    }
     let Some(rules) = load_rules(args.rules.as_deref(), io) else {
         return Exit::Error;
     };
@@ -591,24 +925,118 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     for e in &errors {
         report_error(io, e);
     }
-    let text = match args.format {
-        Format::Json => render::json::render(&diagnosis),
-        Format::Human => {
-            let style = render::human::Style {
-                color: use_color(args.color, io.stdout_is_tty),
-                width: 110,
-            };
-            render::human::render(&diagnosis, &style, args.explain)
+    let policy = Policy {
+        fail_on: args.fail_on.clone(),
+    };
+    let color = args.output.is_none() && use_color(args.color, io.stdout_is_tty);
+    let text = render_diagnosis(
+        &diagnosis,
+        args.format,
+        &policy,
+        &rules,
+        color,
+        args.explain,
+    );
+    if args.format == Format::Github {
+        if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+            let mut o = render::markdown::Options::new();
+            o.policy = policy.clone();
+            let md = render::markdown::render(&diagnosis, &o);
+            if let Err(e) = append(Path::new(&path), &md) {
+                let _ = writeln!(
+                    io.stderr,
+                    "warning: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
+                    Path::new(&path).display()
+                );
+            }
         }
+    }
+    let status = exit_status(&diagnosis, &policy, args.exit_zero);
+    deliver(io, args.output.as_deref(), &text, status)
+}
+
+fn append(path: &Path, text: &str) -> io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")
+}
+
+fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
+    let Some(rules) = load_rules(args.rules.as_deref(), io) else {
+        return Exit::Error;
     };
-    let status = if !diagnosis.errors.is_empty() {
-        Exit::Error
-    } else if !diagnosis.incidents.is_empty() && !args.exit_zero {
-        Exit::Incident
-    } else {
+    let mut inputs = args.inputs.clone();
+    if inputs.is_empty() {
+        if io.stdin_is_tty {
+            let _ = writeln!(
+                io.stderr,
+                "oomdoctor bundle: no input. Name the crash log (`oomdoctor bundle crash.log -o report.md`) or pipe it in."
+            );
+            return Exit::Error;
+        }
+        inputs.push("-".into());
+    }
+    // A bundle is for a bug report: an input this build cannot analyse (a snapshot, say) is
+    // mentioned, not fatal.
+    let opts = DiagnoseOptions {
+        stdin_name: args.stdin_name.clone(),
+        input_kind: args.input_kind,
+        skip_unsupported: true,
+        ..DiagnoseOptions::default()
+    };
+    let stdin = io.stdin.take();
+    let a = analyze(&inputs, &rules, &opts, stdin);
+    for e in &a.errors {
+        report_error(io, e);
+    }
+    let d = &a.diagnosis;
+    let sources: Vec<crate::bundle::Source<'_>> = a
+        .files
+        .iter()
+        .filter(|(_, k)| *k == InputKind::Log)
+        .map(|(name, _)| {
+            let path = name.clone();
+            crate::bundle::Source {
+                name: name.clone(),
+                open: Box::new(move || {
+                    input::open(&path, Box::new(io::empty()), "", Some(InputKind::Log))
+                        .map(|o| o.reader)
+                        .map_err(|e| io::Error::other(e.to_string()))
+                }),
+            }
+        })
+        .collect();
+    let snapshots: Vec<String> = a
+        .files
+        .iter()
+        .filter(|(_, k)| *k == InputKind::Snapshot)
+        .map(|(n, _)| n.clone())
+        .collect();
+    let extras = crate::bundle::gather(d, &sources, &snapshots);
+    let text = match args.format {
+        BundleFormat::Markdown => crate::bundle::markdown(d, &extras),
+        BundleFormat::Json => crate::bundle::json(d, &extras),
+    };
+    let status = if d.errors.is_empty() {
         Exit::Clean
+    } else {
+        Exit::Error
     };
-    finish_output(io, &text, status)
+    let status = deliver(io, args.output.as_deref(), &text, status);
+    if let Some(p) = args.output.as_deref().filter(|p| *p != Path::new("-")) {
+        if p.exists() {
+            let _ = writeln!(
+                io.stderr,
+                "oomdoctor: wrote {} ({}); read it before you post it",
+                p.display(),
+                crate::render::text::count(d.incidents.len(), "incident")
+            );
+        }
+    }
+    status
 }
 
 /// Text for `oomdoctor explain ID`.
@@ -675,9 +1103,9 @@ pub fn explain(id: &str, rules: &RuleSet) -> Option<String> {
     None
 }
 
-fn list_rules(set: &RuleSet, format: Format) -> String {
+fn list_rules(set: &RuleSet, format: ListFormat) -> String {
     match format {
-        Format::Json => {
+        ListFormat::Json => {
             let rows: Vec<serde_json::Value> = set
                 .rules
                 .iter()
@@ -687,7 +1115,7 @@ fn list_rules(set: &RuleSet, format: Format) -> String {
             s.push('\n');
             s
         }
-        Format::Human => {
+        ListFormat::Human => {
             let mut out = String::new();
             for r in &set.rules {
                 let _ = writeln!(out, "{:<38} {:<24} {}", r.id, r.cause.id(), r.title);
@@ -697,9 +1125,9 @@ fn list_rules(set: &RuleSet, format: Format) -> String {
     }
 }
 
-fn list_facts(format: Format) -> String {
+fn list_facts(format: ListFormat) -> String {
     match format {
-        Format::Json => {
+        ListFormat::Json => {
             let rows: Vec<serde_json::Value> = crate::catalog::all()
                 .map(|f| serde_json::json!({"name": f.name, "unit": f.unit, "doc": f.doc}))
                 .collect();
@@ -707,7 +1135,7 @@ fn list_facts(format: Format) -> String {
             s.push('\n');
             s
         }
-        Format::Human => {
+        ListFormat::Human => {
             let mut out = String::new();
             for f in crate::catalog::all() {
                 let _ = writeln!(

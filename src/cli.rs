@@ -4,19 +4,24 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::cause::Cause;
 use crate::input::InputKind;
-use crate::render::Format;
+use crate::render::{Format, ListFormat};
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  no out-of-memory incident found (or --exit-zero)
-  1  at least one incident found
+  0  no out-of-memory incident found (or --exit-zero, or none with a --fail-on cause)
+  1  at least one incident found (with --fail-on: one with a listed cause)
   2  an input or rule file could not be read or decoded, or the command line is wrong
 
 Examples:
   cat crash.log | oomdoctor
   oomdoctor job-1234.out.gz --format json
   oomdoctor crash.log snapshot.pickle
+  oomdoctor runs/ --format markdown
+  oomdoctor job.log --format github --fail-on host-oom,memory-leak
+  oomdoctor job.log --format html --output report.html
+  oomdoctor bundle job.log --output oom-report.md
   oomdoctor explain fragmentation";
 
 /// Tells you why your GPU ran out of memory and what to change, with numbers.
@@ -32,14 +37,30 @@ pub struct Cli {
 /// Options of the default command: diagnose inputs.
 #[derive(Debug, Args, Clone)]
 pub struct DiagnoseArgs {
-    /// Crash logs, PyTorch memory snapshots, memory series: files or `-` for stdin (gzip is
-    /// read transparently). With no input, reads stdin when it is not a terminal.
+    /// Crash logs, PyTorch memory snapshots, memory series: files, directories (every file
+    /// under them, read in parallel) or `-` for stdin (gzip is read transparently). With no
+    /// input, reads stdin when it is not a terminal.
     #[arg(value_name = "INPUT")]
     pub inputs: Vec<String>,
 
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = Format::Human)]
     pub format: Format,
+
+    /// Write the report to FILE instead of standard output (`-`: standard output). Required
+    /// with `--format html`.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Exit 1 only when an incident has one of these causes (comma-separated cause ids);
+    /// incidents with other causes are still reported. Errors still exit 2.
+    #[arg(
+        long,
+        value_name = "CAUSE",
+        value_delimiter = ',',
+        conflicts_with = "exit_zero"
+    )]
+    pub fail_on: Vec<Cause>,
 
     /// Read rules from this directory too (a rule with a built-in id replaces it).
     #[arg(long, value_name = "DIR")]
@@ -104,8 +125,8 @@ pub enum Command {
     },
     /// List the rules in force.
     Rules {
-        #[arg(long, short = 'f', value_enum, default_value_t = Format::Human)]
-        format: Format,
+        #[arg(long, short = 'f', value_enum, default_value_t = ListFormat::Human)]
+        format: ListFormat,
         /// Also load rules from this directory.
         #[arg(long, value_name = "DIR")]
         rules: Option<PathBuf>,
@@ -115,9 +136,67 @@ pub enum Command {
     Plan(crate::model::plan::PlanArgs),
     /// List every fact rules can read (the catalogue).
     Facts {
-        #[arg(long, short = 'f', value_enum, default_value_t = Format::Human)]
-        format: Format,
+        #[arg(long, short = 'f', value_enum, default_value_t = ListFormat::Human)]
+        format: ListFormat,
     },
+    /// Write a redacted report for a bug report: the diagnosis, the evidence lines with two
+    /// lines either side, the environment the logs state and snapshot summaries, with home
+    /// paths, host names, IP addresses, tokens and e-mail addresses masked.
+    Bundle(BundleArgs),
+    /// Print a shell completion script: `oomdoctor completions bash > /etc/bash_completion.d/oomdoctor`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `oomdoctor man > oomdoctor.1`.
+    Man,
+}
+
+/// Options of `oomdoctor bundle`.
+#[derive(Debug, Args, Clone)]
+pub struct BundleArgs {
+    /// Crash logs, snapshots, series, directories, or `-` for stdin.
+    #[arg(value_name = "INPUT")]
+    pub inputs: Vec<String>,
+
+    /// Write the bundle to FILE instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+
+    /// Bundle format.
+    #[arg(long, short = 'f', value_enum, default_value_t = BundleFormat::Markdown)]
+    pub format: BundleFormat,
+
+    /// Read rules from this directory too.
+    #[arg(long, value_name = "DIR")]
+    pub rules: Option<PathBuf>,
+
+    /// Treat every input as this kind instead of sniffing the content.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub input_kind: Option<InputKind>,
+
+    /// Name standard input in the bundle (default `<stdin>`).
+    #[arg(long, value_name = "NAME", default_value = "<stdin>")]
+    pub stdin_name: String,
+}
+
+/// Formats of a bundle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BundleFormat {
+    /// Markdown to paste into an issue.
+    Markdown,
+    /// The diagnosis and the extras as JSON, every string redacted.
+    Json,
+}
+
+impl clap::ValueEnum for Cause {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Cause::ALL
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.id()).help(self.title()))
+    }
 }
 
 #[cfg(test)]
@@ -137,5 +216,30 @@ mod tests {
         assert!(c.command.is_none());
         let c = Cli::try_parse_from(["oomdoctor", "explain", "fragmentation"]).unwrap();
         assert!(matches!(c.command, Some(Command::Explain { .. })));
+    }
+
+    #[test]
+    fn fail_on_takes_a_list_of_causes() {
+        let c = Cli::try_parse_from(["oomdoctor", "a.log", "--fail-on", "host-oom,fragmentation"])
+            .unwrap();
+        assert_eq!(
+            c.diagnose.fail_on,
+            vec![Cause::HostOom, Cause::Fragmentation]
+        );
+        assert!(Cli::try_parse_from(["oomdoctor", "a.log", "--fail-on", "oom"]).is_err());
+        assert!(
+            Cli::try_parse_from(["oomdoctor", "a.log", "--fail-on", "host-oom", "--exit-zero"])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn bundle_completions_man() {
+        let c = Cli::try_parse_from(["oomdoctor", "bundle", "a.log", "-o", "b.md"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Bundle(_))));
+        let c = Cli::try_parse_from(["oomdoctor", "completions", "zsh"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Completions { .. })));
+        let c = Cli::try_parse_from(["oomdoctor", "man"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Man)));
     }
 }

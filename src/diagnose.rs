@@ -46,7 +46,62 @@ pub fn diagnose(incident: &Incident, rules: &RuleSet) -> IncidentReport {
         );
     }
     crate::derive::derive(&mut facts);
-    diagnose_facts(incident, facts, rules)
+    let mut report = diagnose_facts(incident, facts, rules);
+    report.fingerprint = fingerprint(&report);
+    report
+}
+
+/// Version of the fingerprint recipe; part of the hashed text, so a change of recipe changes
+/// every fingerprint instead of silently merging groups that used to differ.
+pub const FINGERPRINT_VERSION: &str = "v1";
+
+/// A short, stable id for "the same problem": 16 hex digits of a 64-bit FNV-1a hash of
+/// the cause, the engine, the failure kind, the deciding rule, the phase, the device family
+/// and a normalised signature of the sizes (the request and the device capacity, each
+/// bucketed to a quarter of a power of two, so 79.15 and 79.25 GiB cards or a request that
+/// moves by a few MiB between runs stay together) and, for host failures, what killed the
+/// process. Device ordinals, ranks, hosts, pids, addresses, timestamps, line numbers and
+/// input names are left out, so one incident gives one fingerprint across ranks, restarts,
+/// hosts and runs; a different cause always gives a different one.
+pub fn fingerprint(r: &IncidentReport) -> String {
+    let bucket = |name: &str| {
+        r.facts
+            .num(name)
+            .filter(|v| *v >= 1.0)
+            .map(|v| format!("{}", (v.log2() * 4.0).round() as i64))
+            .unwrap_or_else(|| "-".into())
+    };
+    let text = |name: &str| r.facts.str(name).unwrap_or("-").to_string();
+    let requested = if r.facts.contains("oom.requested_bytes") {
+        bucket("oom.requested_bytes")
+    } else {
+        bucket("host.requested_bytes")
+    };
+    let signature = [
+        FINGERPRINT_VERSION.to_string(),
+        r.cause.id().to_string(),
+        r.engine.clone(),
+        r.kind.clone(),
+        r.rule.clone(),
+        r.phase.clone(),
+        text("oom.backend"),
+        requested,
+        bucket("oom.total_bytes"),
+        text("host.killer"),
+        text("host.signal"),
+    ]
+    .join("|");
+    format!("{:016x}", fnv1a64(signature.as_bytes()))
+}
+
+/// FNV-1a, 64 bits: tiny, and unlike `std`'s hasher its output is fixed forever.
+fn fnv1a64(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in data {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 fn evidence_items(signals: &[MatchedSignal], fallback: &Provenance) -> Vec<EvidenceItem> {
@@ -132,6 +187,7 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
         title: cause.title().to_string(),
         summary,
         rule,
+        fingerprint: String::new(),
         engine: incident.engine.to_string(),
         phase: incident.phase.to_string(),
         kind: incident.kind.to_string(),
@@ -251,4 +307,17 @@ pub fn finish(mut reports: Vec<IncidentReport>) -> Vec<IncidentReport> {
         r.id = i + 1;
     }
     reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_is_the_published_function() {
+        // Test vectors from the FNV reference (draft-eastlake-fnv).
+        assert_eq!(fnv1a64(b""), 0xcbf29ce484222325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63dc4c8601ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x85944171f73967e8);
+    }
 }

@@ -3,7 +3,8 @@
 //! Data flows one way:
 //!
 //! ```text
-//! inputs ──► input::open (file, stdin, gzip; kind sniffed from content)
+//! inputs ──► walk (directories: every file, read in parallel) ──► input::open (file, stdin,
+//!            gzip; kind sniffed from content)
 //!   logs      ──► logscan (streaming, prefiltered) ──► engines::* recognisers ──► incident drafts
 //!   snapshots ──► pickle (restricted, never executes) ──► snapshot analysis ──► facts
 //!   series    ──► timeseries parsers ──► series analysis ──► facts
@@ -12,7 +13,8 @@
 //!   diagnose: incidents + facts ──► rules (TOML data, expr conditions) ──► report::Diagnosis
 //!                                  │
 //!                                  ▼
-//!   render: human (miette) | json (versioned API) | ...
+//!   render: human (miette) | json (versioned API) | markdown | github | sarif | junit | html
+//!   bundle: diagnosis + excerpts ±2 lines + environment ──► redact ──► a report to attach
 //! ```
 //!
 //! Every number a rule reads is a catalogued fact ([`catalog`]) with provenance
@@ -24,6 +26,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod app;
+pub mod bundle;
 pub mod catalog;
 pub mod cause;
 pub mod cli;
@@ -38,9 +41,12 @@ pub mod logscan;
 pub mod model;
 pub mod phase;
 pub mod pickle;
+pub mod plot;
+pub mod redact;
 pub mod render;
 pub mod report;
 pub mod rules;
 pub mod snapshot;
 pub mod timeseries;
 pub mod units;
+pub mod walk;

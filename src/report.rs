@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cause::Cause;
 use crate::evidence::{Facts, Provenance};
+use crate::plot::{SeriesPlot, SnapshotPlot};
 use crate::rules::{Direction, FixKind, FixValue};
 
 /// Version of the JSON contract.
@@ -25,113 +26,25 @@ pub struct Diagnosis {
     pub errors: Vec<InputErrorReport>,
     /// The cleaned text of every line any evidence or fact points at, once each.
     pub excerpts: Vec<Excerpt>,
-    /// A summary of every memory snapshot read (with or without an OOM in it).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub snapshots: Vec<SnapshotSummary>,
+    /// Files found in a directory input that were not diagnosed (a kind this build cannot
+    /// read yet, binary data). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<SkippedInput>,
+    /// Memory over time, one line per device and input, for plots. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<SeriesPlot>,
+    /// What memory snapshots showed (segment map, categories, top sites). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotPlot>,
 }
 
-/// What a PyTorch memory snapshot showed, per device.
-#[derive(Clone, Debug, Serialize)]
-pub struct SnapshotSummary {
+/// A file of a directory input that was not diagnosed, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SkippedInput {
     pub input: String,
-    /// The PyTorch versions that write this layout (e.g. `2.8`).
-    pub generation: String,
-    /// The device with an `oom` entry, if any.
-    pub oom_device: Option<u32>,
-    pub devices: Vec<SnapshotDeviceSummary>,
-}
-
-/// One device of a snapshot.
-#[derive(Clone, Debug, Serialize)]
-pub struct SnapshotDeviceSummary {
-    pub device: u32,
-    /// `oom`, `peak` or `final`: the moment the numbers below describe.
-    pub moment: String,
-    /// Whether the trace was replayed backwards to reach that moment.
-    pub replayed: bool,
-    pub reserved_bytes: u64,
-    pub live_bytes: u64,
-    pub peak_live_bytes: u64,
-    pub largest_free_block_bytes: u64,
-    /// Free memory inside segments that also hold live blocks (not releasable).
-    pub fragmented_free_bytes: u64,
-    /// Fully free segments at dump time (cache that `empty_cache()` would release).
-    pub releasable_cache_bytes: u64,
-    pub requested_bytes: Option<u64>,
-    pub categories: Vec<NamedBytes>,
-    pub top_sites: Vec<NamedBytes>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leak: Option<LeakSummary>,
-}
-
-/// A name and a byte count.
-#[derive(Clone, Debug, Serialize)]
-pub struct NamedBytes {
-    pub name: String,
-    pub bytes: u64,
-}
-
-/// Growth across iterations found in a snapshot's trace.
-#[derive(Clone, Debug, Serialize)]
-pub struct LeakSummary {
-    pub steps: u64,
-    pub slope_bytes_per_step: f64,
-    pub growth_bytes: i64,
-    pub site: Option<String>,
-}
-
-impl SnapshotSummary {
-    /// Summarises an analysis for the report.
-    pub fn from_analysis(a: &crate::snapshot::SnapshotAnalysis) -> SnapshotSummary {
-        let devices = a
-            .devices()
-            .iter()
-            .map(|d| SnapshotDeviceSummary {
-                device: d.device,
-                moment: format!("{:?}", d.state.moment).to_lowercase(),
-                replayed: d.state.replayed,
-                reserved_bytes: d.state.reserved_bytes,
-                live_bytes: d.state.live_bytes,
-                peak_live_bytes: d.timeline.peak_live_bytes,
-                largest_free_block_bytes: d.state.largest_free_block_bytes,
-                fragmented_free_bytes: d.state.fragmented_free_bytes,
-                releasable_cache_bytes: d.segments.releasable_cache_bytes,
-                requested_bytes: d.oom.as_ref().map(|o| o.requested_bytes),
-                categories: d
-                    .attribution
-                    .categories
-                    .iter()
-                    .filter(|c| c.bytes > 0)
-                    .map(|c| NamedBytes {
-                        name: c.category.name().to_string(),
-                        bytes: c.bytes,
-                    })
-                    .collect(),
-                top_sites: d
-                    .attribution
-                    .top_sites
-                    .iter()
-                    .take(5)
-                    .map(|s| NamedBytes {
-                        name: s.site.label.clone(),
-                        bytes: s.bytes,
-                    })
-                    .collect(),
-                leak: d.leak.as_ref().map(|l| LeakSummary {
-                    steps: l.steps,
-                    slope_bytes_per_step: l.slope_bytes_per_step,
-                    growth_bytes: l.growth_bytes,
-                    site: l.sites.first().map(|s| s.site.label.clone()),
-                }),
-            })
-            .collect();
-        SnapshotSummary {
-            input: a.input.clone(),
-            generation: a.generation.label.clone(),
-            oom_device: a.oom_device(),
-            devices,
-        }
-    }
+    /// The sniffed kind (`log`, `snapshot`, `series`, `model`) or `binary`.
+    pub kind: String,
+    pub reason: String,
 }
 
 /// One quoted line of an input.
@@ -199,6 +112,9 @@ pub struct IncidentReport {
     pub summary: String,
     /// The rule that decided the cause.
     pub rule: String,
+    /// Groups repeats of one problem: the same hex string for the same incident across runs,
+    /// ranks, hosts and log files (see [`crate::diagnose::fingerprint`]).
+    pub fingerprint: String,
     pub engine: String,
     pub phase: String,
     /// `failure.kind`: device-oom, host-oom, kv-capacity, ...
@@ -274,7 +190,63 @@ impl Diagnosis {
             incidents: vec![],
             errors: vec![],
             excerpts: vec![],
+            skipped: vec![],
+            series: vec![],
             snapshots: vec![],
+        }
+    }
+
+    /// Counts across inputs for summaries: incidents per cause (most first, then catalogue
+    /// order), per input, and groups of incidents that share a fingerprint.
+    pub fn summary(&self) -> Summary {
+        let mut by_cause: Vec<(Cause, usize)> = Cause::ALL
+            .iter()
+            .map(|c| (*c, self.incidents.iter().filter(|i| i.cause == *c).count()))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        by_cause.sort_by_key(|c| std::cmp::Reverse(c.1));
+        let by_input = self
+            .inputs
+            .iter()
+            .map(|input| {
+                let mut causes: Vec<Cause> = Vec::new();
+                for i in self
+                    .incidents
+                    .iter()
+                    .filter(|i| i.location.input == input.name)
+                {
+                    if !causes.contains(&i.cause) {
+                        causes.push(i.cause);
+                    }
+                }
+                InputSummary {
+                    input: input.name.clone(),
+                    kind: input.kind,
+                    incidents: input.incidents,
+                    causes,
+                }
+            })
+            .collect();
+        let mut groups: Vec<FingerprintGroup> = Vec::new();
+        for i in &self.incidents {
+            match groups.iter_mut().find(|g| g.fingerprint == i.fingerprint) {
+                Some(g) => g.incidents.push(i.id),
+                None => groups.push(FingerprintGroup {
+                    fingerprint: i.fingerprint.clone(),
+                    cause: i.cause,
+                    incidents: vec![i.id],
+                }),
+            }
+        }
+        Summary {
+            incidents: self.incidents.len(),
+            distinct: groups.len(),
+            by_cause,
+            by_input,
+            repeated: groups
+                .into_iter()
+                .filter(|g| g.incidents.len() > 1)
+                .collect(),
         }
     }
 
@@ -312,6 +284,39 @@ impl Diagnosis {
             .map(|((input, line), text)| Excerpt { input, line, text })
             .collect();
     }
+}
+
+/// Counts across inputs (see [`Diagnosis::summary`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub incidents: usize,
+    /// Distinct fingerprints.
+    pub distinct: usize,
+    /// Incidents per cause, most first.
+    pub by_cause: Vec<(Cause, usize)>,
+    /// Every input in order, with its incident count and causes.
+    pub by_input: Vec<InputSummary>,
+    /// Fingerprints shared by more than one incident.
+    pub repeated: Vec<FingerprintGroup>,
+}
+
+/// One input's line in a summary.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputSummary {
+    pub input: String,
+    pub kind: &'static str,
+    pub incidents: usize,
+    /// Distinct top causes of its incidents, in report order.
+    pub causes: Vec<Cause>,
+}
+
+/// Incidents with one fingerprint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FingerprintGroup {
+    pub fingerprint: String,
+    pub cause: Cause,
+    /// Incident ids.
+    pub incidents: Vec<usize>,
 }
 
 impl Default for Diagnosis {

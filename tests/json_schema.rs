@@ -1,6 +1,8 @@
 //! The JSON output conforms to `schema/diagnosis-v1.json`, checked with a small validator
 //! for the keywords that schema uses (type, const, enum, required, properties, items,
-//! additionalProperties, $ref, minimum, maximum).
+//! additionalProperties, $ref, minimum, maximum, pattern).
+
+mod common;
 
 use serde_json::Value;
 
@@ -55,6 +57,11 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
     if let (Some(max), Some(n)) = (schema.get("maximum").and_then(Value::as_f64), v.as_f64()) {
         if n > max {
             errors.push(format!("{at}: {n} > {max}"));
+        }
+    }
+    if let (Some(p), Some(text)) = (schema.get("pattern").and_then(Value::as_str), v.as_str()) {
+        if !regex::Regex::new(p).unwrap().is_match(text) {
+            errors.push(format!("{at}: {text:?} does not match {p}"));
         }
     }
     if let Some(obj) = v.as_object() {
@@ -126,6 +133,43 @@ fn every_fixture_output_matches_the_schema() {
         validate(&root, &root, &v, "$", &mut errors);
         assert!(errors.is_empty(), "{inputs:?}:\n{}", errors.join("\n"));
     }
+}
+
+#[test]
+fn optional_fields_match_the_schema_and_stay_optional() {
+    let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
+    let (mut d, _) = oomdoctor::app::diagnose_inputs(
+        &["fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log".to_string()],
+        &rules,
+        &Default::default(),
+        None,
+    );
+    // Without plot data the optional fields are absent.
+    let plain = serde_json::to_value(&d).unwrap();
+    for k in ["series", "snapshots", "skipped"] {
+        assert!(plain.get(k).is_none(), "{k} should be absent when empty");
+    }
+    for k in ["series", "snapshots", "skipped"] {
+        assert!(
+            !root["required"].as_array().unwrap().iter().any(|r| r == k),
+            "{k} must stay optional"
+        );
+    }
+    d.series = common::series();
+    d.snapshots = vec![common::snapshot()];
+    d.skipped.push(oomdoctor::report::SkippedInput {
+        input: "runs/model.safetensors".into(),
+        kind: "binary".into(),
+        reason: "binary data".into(),
+    });
+    let v = serde_json::to_value(&d).unwrap();
+    let mut errors = Vec::new();
+    validate(&root, &root, &v, "$", &mut errors);
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    assert!(v["series"][0]["points"][0].is_array());
+    assert_eq!(v["snapshots"][0]["segments"][0]["blocks"][0]["offset"], 0);
 }
 
 fn glob_logs(dir: &str) -> Vec<String> {

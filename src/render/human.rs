@@ -14,7 +14,6 @@ use miette::{
 
 use crate::evidence::{Facts, Provenance};
 use crate::report::{Diagnosis, EvidenceItem, IncidentReport};
-use crate::units::format_bytes;
 
 /// Terminal styling, off when output is not a terminal.
 #[derive(Clone, Copy, Debug)]
@@ -275,42 +274,6 @@ fn label_for(facts: &Facts, name: &str) -> String {
     }
 }
 
-fn headline(r: &IncidentReport) -> String {
-    let mut parts = vec![r.kind.clone()];
-    if let Some(d) = r.device {
-        parts.push(format!("GPU {d}"));
-    }
-    if r.engine != "unknown" {
-        parts.push(r.engine.clone());
-    }
-    let mut phase = r.phase.clone();
-    if let Some(s) = r.facts.num("phase.steps_completed") {
-        if s >= 1.0 {
-            phase.push_str(&format!(" (after {} steps)", s as u64));
-        }
-    }
-    parts.push(format!("phase {phase}"));
-    if let Some(b) = r.requested_bytes {
-        parts.push(format!("requested {}", format_bytes(b)));
-    }
-    if r.copies > 1 {
-        let ranks = if r.ranks.len() > 1 {
-            format!(
-                " across ranks {}",
-                r.ranks
-                    .iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        } else {
-            String::new()
-        };
-        parts.push(format!("seen {}×{ranks}", r.copies));
-    }
-    parts.join(" · ")
-}
-
 fn evidence_block(items: &[EvidenceItem], style: &Style, out: &mut String) {
     for e in items {
         let w = if e.weight >= 0.0 {
@@ -349,6 +312,11 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             None => format!("{} ({})", i.name, i.kind),
         })
         .collect();
+    let inputs = if inputs.len() > 4 {
+        format!("{} inputs", inputs.len())
+    } else {
+        inputs.join(", ")
+    };
     if d.incidents.is_empty() {
         let _ = writeln!(
             out,
@@ -357,10 +325,11 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             if inputs.is_empty() {
                 "the input".into()
             } else {
-                inputs.join(", ")
+                inputs
             }
         );
         snapshot_summaries(d, style, &mut out);
+        skipped(d, style, &mut out);
         return out;
     }
     let _ = writeln!(
@@ -372,7 +341,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         } else {
             format!("{} incidents", d.incidents.len())
         },
-        inputs.join(", ")
+        inputs
     );
     for r in &d.incidents {
         let _ = writeln!(out);
@@ -386,15 +355,16 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         let _ = writeln!(
             out,
             "  {}",
-            style.dim(&format!("incident {} · {}", r.id, headline(r)))
+            style.dim(&format!("incident {} · {}", r.id, super::text::headline(r)))
         );
         let _ = writeln!(
             out,
             "  {}",
             style.dim(&format!(
-                "first seen at {}{}",
+                "first seen at {}{} · fingerprint {}",
                 r.location.input,
-                r.location.line.map(|l| format!(":{l}")).unwrap_or_default()
+                r.location.line.map(|l| format!(":{l}")).unwrap_or_default(),
+                r.fingerprint
             ))
         );
         out.push_str(&snippets(r, style));
@@ -468,6 +438,10 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             }
         }
     }
+    if d.inputs.len() > 1 {
+        summary(d, style, &mut out);
+    }
+    skipped(d, style, &mut out);
     snapshot_summaries(d, style, &mut out);
     if !d.errors.is_empty() {
         let _ = writeln!(out);
@@ -481,23 +455,105 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
     out
 }
 
-/// What each snapshot showed: the state at the OOM (or peak), what the memory was for, where
-/// it was allocated, and any growth across steps.
-fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
-    for snap in &d.snapshots {
-        let _ = writeln!(out);
-        let oom = match snap.oom_device {
-            Some(dev) => format!("OOM on GPU {dev}"),
-            None => "no OOM recorded".to_string(),
-        };
+/// Counts across inputs: per cause, per file, and repeats of one problem.
+fn summary(d: &Diagnosis, style: &Style, out: &mut String) {
+    let s = d.summary();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{} {} ({} distinct) in {} of {}: {}",
+        style.bold("Summary:"),
+        super::text::count(s.incidents, "incident"),
+        s.distinct,
+        s.by_input.iter().filter(|i| i.incidents > 0).count(),
+        super::text::count(s.by_input.len(), "input"),
+        super::text::by_cause(&s)
+    );
+    let width = s.by_input.iter().map(|i| i.input.len()).max().unwrap_or(0);
+    for i in &s.by_input {
+        let causes = i
+            .causes
+            .iter()
+            .map(|c| c.id())
+            .collect::<Vec<_>>()
+            .join(", ");
         let _ = writeln!(
             out,
-            "{} {} · PyTorch {} · {oom}",
-            style.bold("Snapshot"),
-            snap.input,
-            snap.generation
+            "  {:<width$}  {:>3}  {}",
+            i.input,
+            i.incidents,
+            if causes.is_empty() {
+                style.dim("—")
+            } else {
+                causes
+            }
         );
-        for dev in &snap.devices {
+    }
+    for g in &s.repeated {
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!(
+                "incidents {} are one problem ({}, fingerprint {})",
+                g.incidents
+                    .iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                g.cause,
+                g.fingerprint
+            ))
+        );
+    }
+}
+
+fn skipped(d: &Diagnosis, style: &Style, out: &mut String) {
+    if d.skipped.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{} skipped {}:",
+        style.dim("·"),
+        super::text::count(d.skipped.len(), "file")
+    );
+    for s in &d.skipped {
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!("{} ({}): {}", s.input, s.kind, s.reason))
+        );
+    }
+}
+
+/// What each snapshot showed: the state at the OOM (or peak), what the memory was for, where
+/// it was allocated, and any growth across steps. One block per input, a line per device.
+fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
+    use crate::units::format_bytes;
+    let mut inputs: Vec<&str> = Vec::new();
+    for p in &d.snapshots {
+        if !inputs.contains(&p.input.as_str()) {
+            inputs.push(&p.input);
+        }
+    }
+    for input in inputs {
+        let plots: Vec<&crate::plot::SnapshotPlot> =
+            d.snapshots.iter().filter(|p| p.input == input).collect();
+        let generation = plots.first().map(|p| p.generation.as_str()).unwrap_or("");
+        let oom = plots
+            .iter()
+            .find(|p| p.moment == "oom")
+            .and_then(|p| p.device)
+            .map(|dev| format!("OOM on GPU {dev}"))
+            .unwrap_or_else(|| "no OOM recorded".to_string());
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{} {input} · PyTorch {generation} · {oom}",
+            style.bold("Snapshot")
+        );
+        for dev in plots {
             let moment = match dev.moment.as_str() {
                 "oom" if dev.replayed => "at the OOM (trace replayed back to it)".to_string(),
                 "oom" => "at the OOM".to_string(),
@@ -507,18 +563,20 @@ fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
             let _ = writeln!(
                 out,
                 "  GPU {}: {} live of {} reserved {moment}; peak {} live",
-                dev.device,
+                dev.device
+                    .map(|d| d.to_string())
+                    .unwrap_or_else(|| "?".into()),
                 format_bytes(dev.live_bytes),
-                format_bytes(dev.reserved_bytes),
+                format_bytes(dev.reserved_bytes()),
                 format_bytes(dev.peak_live_bytes)
             );
             let mut free = format!(
                 "    largest free block {}, free in partly used segments {}; at dump time {} sat in fully free segments (cache empty_cache() releases)",
-                format_bytes(dev.largest_free_block_bytes),
+                format_bytes(dev.largest_free_block.unwrap_or(0)),
                 format_bytes(dev.fragmented_free_bytes),
                 format_bytes(dev.releasable_cache_bytes)
             );
-            if let Some(r) = dev.requested_bytes {
+            if let Some(r) = dev.request {
                 free.push_str(&format!("; the failed request was {}", format_bytes(r)));
             }
             let _ = writeln!(out, "{}", style.dim(&free));
@@ -540,8 +598,8 @@ fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
             }
             if !dev.top_sites.is_empty() {
                 let _ = writeln!(out, "    top allocation sites:");
-                for site in &dev.top_sites {
-                    let _ = writeln!(out, "      {:>12}  {}", format_bytes(site.bytes), site.name);
+                for site in dev.top_sites.iter().take(5) {
+                    let _ = writeln!(out, "      {:>12}  {}", format_bytes(site.bytes), site.site);
                 }
             }
             if let Some(l) = &dev.leak {

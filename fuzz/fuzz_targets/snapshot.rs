@@ -1,0 +1,12 @@
+//! Pickle reader + snapshot decoder + analysis + facts + summary.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let input: oomdoctor::evidence::InputName = std::sync::Arc::from("fuzz.pickle");
+    let limits = oomdoctor::pickle::PickleLimits::default();
+    if let Ok(a) = oomdoctor::snapshot::read_snapshot(data, &input, &limits) {
+        let _ = a.facts();
+        let _ = oomdoctor::report::SnapshotSummary::from_analysis(&a);
+    }
+});

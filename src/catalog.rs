@@ -89,6 +89,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     CORE,
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
+    crate::timeseries::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -32,11 +32,15 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::model::{Clock, DeviceSeries, EngineSeries, InputSummary, ProcessSeries, SeriesSet};
-use super::stats::{mad_sigma, median, median_of, quantile, r2, rolling_median, theil_sen};
+use super::stats::{
+    mad_sigma, median, median_of, quantile, r2, rolling_median, rolling_median_centred, theil_sen,
+};
 use crate::evidence::{Facts, InputName};
 
 /// Buckets a run is summarised on.
 pub(crate) const MAX_BUCKETS: usize = 1024;
+/// Spike patterns listed per run (the largest; the facts count them all).
+const MAX_SPIKE_PATTERNS: usize = 5;
 /// Points per device in the serialised (plotting) series.
 const MAX_POINTS: usize = 1000;
 const MIB: f64 = 1024.0 * 1024.0;
@@ -99,12 +103,17 @@ fn buckets(used: &[u64], t: &[i64], a: usize, b: usize) -> Vec<Bucket> {
                 argmax = s + i;
             }
         }
-        let floor = if scratch.len() >= 5 {
+        let med = median(&mut scratch).unwrap_or(max);
+        // The floor from at least 9 samples (the bucket and its neighbours when buckets
+        // are small), so one low sample is not a floor and a sawtooth's trough is.
+        let floor = if e - s >= 9 {
             quantile(&mut scratch, 0.10).unwrap_or(max)
         } else {
-            scratch.iter().cloned().fold(f64::MAX, f64::min)
+            let (fs, fe) = (s.saturating_sub(4).max(a), (e + 4).min(b));
+            scratch.clear();
+            scratch.extend(used[fs..fe].iter().map(|&v| v as f64));
+            quantile(&mut scratch, 0.10).unwrap_or(max)
         };
-        let med = median(&mut scratch).unwrap_or(max);
         out.push(Bucket {
             start: s,
             end: e,
@@ -193,7 +202,7 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
     let bk = buckets(used, t, a, b);
     let nb = bk.len();
     let floors: Vec<f64> = bk.iter().map(|x| x.floor).collect();
-    let sf = rolling_median(&floors, 2);
+    let sf = rolling_median_centred(&floors, 2);
     let meds: Vec<f64> = bk.iter().map(|x| x.med).collect();
     let resid: Vec<f64> = meds
         .iter()
@@ -212,7 +221,7 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
     let loaded = sf0 >= 0.5 * m || m < sc.significant();
     let (ramp_bucket, baseline) = if loaded {
         match plateaus.iter().find(|p| p.0 <= nb / 10) {
-            Some(p) => (None, p.2),
+            Some(p) => (None, head_level(&sf, p)),
             None => (
                 None,
                 median_of(&sf[..(nb / 20).max(3).min(nb)]).unwrap_or(sf0),
@@ -221,7 +230,7 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
     } else {
         let need = sf_min + sc.significant().max(0.3 * (m - sf_min));
         match plateaus.iter().filter(|p| p.2 >= need).min_by_key(|p| p.0) {
-            Some(p) => (Some(p.0), p.2),
+            Some(p) => (Some(p.0), head_level(&sf, p)),
             None => {
                 let k = sf
                     .iter()
@@ -232,7 +241,19 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
         }
     };
     let rb = ramp_bucket.unwrap_or(0);
-    let ramp_end_idx = ramp_bucket.and_then(|k| bk.get(k)).map(|x| x.start);
+    // The floor lags a ramp by a few samples; the ramp ends at the first sample already
+    // within the band of the baseline.
+    let ramp_end_idx = ramp_bucket.and_then(|k| bk.get(k)).map(|x| {
+        let near = |i: usize| (used[i] as f64 - baseline).abs() <= band;
+        let mut i = x.start;
+        while i > a && near(i - 1) {
+            i -= 1;
+        }
+        while i + 1 < x.end && !near(i) {
+            i += 1;
+        }
+        i
+    });
     let baseline_idx = ramp_end_idx.unwrap_or(a);
 
     // Growth of the floor after load.
@@ -251,54 +272,13 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
     let growth = fit_growth(&xs, &ys, &bk[rb..], sc, timed, t[b - 1], x0);
     let steady = growth.is_some_and(|g| g.steady);
 
-    // Spikes on bucket maxima against the rolling level.
-    let w = (nb / 20).clamp(3, 25);
-    let level = rolling_median(&meds, w);
+    // Spikes: short excursions of bucket maxima above the rolling level, and the
+    // excursion the window ends in (the failure came during it).
     let thr = (0.05 * sc.scale).max(512.0 * MIB).max(6.0 * sigma);
-    let flagged: Vec<bool> = bk
-        .iter()
-        .zip(&level)
-        .map(|(x, l)| x.max - l >= thr)
-        .collect();
-    let mut spikes = Vec::new();
-    if flagged.iter().filter(|&&f| f).count() * 4 <= nb {
-        let mut k = 0;
-        while k < nb {
-            if !flagged[k] {
-                k += 1;
-                continue;
-            }
-            let s = k;
-            while k + 1 < nb && flagged[k + 1] {
-                k += 1;
-            }
-            let e = k;
-            k += 1;
-            if e - s + 1 > w {
-                continue; // a level change, not an excursion
-            }
-            let base = level[s];
-            let pk = (s..=e)
-                .map(|j| bk[j].argmax)
-                .max_by_key(|&i| used[i])
-                .unwrap_or(bk[s].start);
-            let half = base + thr / 2.0;
-            let first = (bk[s].start..bk[e].end)
-                .find(|&i| used[i] as f64 >= half)
-                .unwrap_or(pk);
-            let last = (bk[s].start..bk[e].end)
-                .rev()
-                .find(|&i| used[i] as f64 >= half)
-                .unwrap_or(pk);
-            spikes.push(Spike {
-                start_idx: first,
-                peak_idx: pk,
-                end_idx: last,
-                peak_bytes: used[pk],
-                height_bytes: used[pk] as f64 - base,
-                at_end: e == nb - 1,
-            });
-        }
+    let mut spikes = middle_spikes(&bk, &meds, thr, used);
+    if let Some(s) = tail_spike(&bk, &meds, thr, used) {
+        spikes.retain(|x| x.end_idx < s.start_idx);
+        spikes.push(s);
     }
 
     // Churn: repeated swings between a stable floor and a stable top.
@@ -334,6 +314,7 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
     let mut pl: Vec<(usize, usize, f64)> = if steady {
         Vec::new()
     } else {
+        let plateaus = merge_levels(&plateaus, sc.significant());
         plateaus
             .iter()
             .map(|p| (bk[p.0].start, bk[p.1].end - 1, p.2))
@@ -362,6 +343,119 @@ pub(crate) fn analyze_window(dev: &DeviceSeries, a: usize, b: usize) -> Option<W
     })
 }
 
+/// Widest excursion (in buckets) that is still a spike rather than a change of level.
+fn spike_width(nb: usize) -> usize {
+    (nb / 20).clamp(3, 25)
+}
+
+/// Excursions inside the window: bucket maxima at least `thr` above the rolling median
+/// level (continuing while above `thr/2`), at most [`spike_width`] buckets wide, and rare:
+/// when over a quarter of the buckets qualify, memory churns and nothing is a spike.
+fn middle_spikes(bk: &[Bucket], meds: &[f64], thr: f64, used: &[u64]) -> Vec<Spike> {
+    let nb = bk.len();
+    let w = spike_width(nb);
+    let level = rolling_median(meds, 3 * w);
+    let excess: Vec<f64> = bk.iter().zip(&level).map(|(x, l)| x.max - l).collect();
+    if excess.iter().filter(|&&e| e >= thr).count() * 4 > nb {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < nb {
+        if excess[k] < thr {
+            k += 1;
+            continue;
+        }
+        let s = k;
+        while k + 1 < nb && excess[k + 1] >= thr / 2.0 {
+            k += 1;
+        }
+        let e = k;
+        k += 1;
+        // Wider is a change of level; touching the end is the tail's business.
+        if e - s + 1 > w || e == nb - 1 {
+            continue;
+        }
+        out.push(make_spike(bk, s, e, level[s], thr, used, false));
+    }
+    out
+}
+
+/// The excursion the window ends in, if any (the failure came during it).
+///
+/// The shortest final stretch whose maximum stands `thr` above the 90th percentile of the
+/// maxima just before it, entered from below, is extended backwards while the bucket
+/// before it is still above the level before it (a ramp into the excursion). It must be
+/// at most a quarter of the window and mostly high (a climb that merely ends on a bump is
+/// growth, not an excursion). Judged against maxima, so the top of a sawtooth is not an
+/// excursion; the height is measured from the median level before it.
+fn tail_spike(bk: &[Bucket], meds: &[f64], thr: f64, used: &[u64]) -> Option<Spike> {
+    let nb = bk.len();
+    let w = spike_width(nb);
+    let max_len = w.max(nb / 4).min(nb.saturating_sub(3));
+    let ref_of = |s: usize| (2 * w).min(s);
+    let mut start = None;
+    for len in 1..=max_len {
+        let s = nb - len;
+        let ref_len = ref_of(s);
+        if ref_len < 3 {
+            break;
+        }
+        let ref_max = quantile(
+            &mut bk[s - ref_len..s].iter().map(|x| x.max).collect::<Vec<_>>(),
+            0.9,
+        )?;
+        let tail_max = bk[s..].iter().map(|x| x.max).fold(f64::MIN, f64::max);
+        let entered = bk[s].max >= ref_max + thr / 2.0 && bk[s - 1].max < ref_max + thr / 2.0;
+        if tail_max >= ref_max + thr && entered {
+            start = Some(s);
+            break;
+        }
+    }
+    let mut s = start?;
+    let mut level = median_of(&meds[s - ref_of(s)..s])?;
+    while nb - s < max_len && ref_of(s - 1) >= 3 && bk[s - 1].max >= level + thr / 2.0 {
+        s -= 1;
+        level = median_of(&meds[s - ref_of(s)..s])?;
+    }
+    let tail = &bk[s..];
+    let high = tail.iter().filter(|x| x.max >= level + thr / 2.0).count();
+    let peak = tail.iter().map(|x| x.max).fold(f64::MIN, f64::max);
+    (high * 4 >= tail.len() * 3 && peak >= level + thr)
+        .then(|| make_spike(bk, s, nb - 1, level, thr, used, true))
+}
+
+fn make_spike(
+    bk: &[Bucket],
+    s: usize,
+    e: usize,
+    level: f64,
+    thr: f64,
+    used: &[u64],
+    at_end: bool,
+) -> Spike {
+    let pk = (s..=e)
+        .map(|j| bk[j].argmax)
+        .max_by_key(|&i| used[i])
+        .unwrap_or(bk[s].start);
+    let half = level + thr / 2.0;
+    let first = (bk[s].start..bk[e].end)
+        .find(|&i| used[i] as f64 >= half)
+        .unwrap_or(pk);
+    let last = (bk[s].start..bk[e].end)
+        .rev()
+        .find(|&i| used[i] as f64 >= half)
+        .unwrap_or(pk);
+    Spike {
+        start_idx: first,
+        peak_idx: pk,
+        end_idx: last,
+        peak_bytes: used[pk],
+        height_bytes: used[pk] as f64 - level,
+        at_end,
+    }
+}
+
 /// The first sample of the last minute (at least five samples) before `last`.
 pub(crate) fn last_stretch(t: &[i64], a: usize, last: usize, timed: bool) -> usize {
     let by_count = last.saturating_sub(4).max(a);
@@ -384,6 +478,30 @@ pub(crate) fn interval(t: &[i64]) -> i64 {
         .map(|w| (w[1] - w[0]) as f64)
         .collect();
     median(&mut d).unwrap_or(0.0) as i64
+}
+
+/// Plateaus whose levels differ by less than `sig` merged into one (a wandering but
+/// level series is one plateau, not eight).
+fn merge_levels(p: &[(usize, usize, f64)], sig: f64) -> Vec<(usize, usize, f64)> {
+    let mut out: Vec<(usize, usize, f64)> = Vec::new();
+    for &(s, e, level) in p {
+        match out.last_mut() {
+            Some(last) if (last.2 - level).abs() < sig => {
+                let (n1, n2) = ((last.1 - last.0 + 1) as f64, (e - s + 1) as f64);
+                *last = (last.0, e, (last.2 * n1 + level * n2) / (n1 + n2));
+            }
+            _ => out.push((s, e, level)),
+        }
+    }
+    out
+}
+
+/// The level at the start of a plateau (its first quarter): right after a load ramp, even
+/// when a slow climb follows and lifts the plateau's median.
+fn head_level(sf: &[f64], p: &(usize, usize, f64)) -> f64 {
+    let len = p.1 - p.0 + 1;
+    let head = (len / 4).max(3).min(len);
+    median_of(&sf[p.0..p.0 + head]).unwrap_or(p.2)
 }
 
 /// Greedy plateaus of a smoothed series: maximal stretches within `band` of each other,
@@ -1152,9 +1270,9 @@ fn device_patterns(d: &DeviceAnalysis) -> Vec<Pattern> {
             bytes: w.baseline_bytes as u64,
         });
         if let Some(g) = &w.growth {
-            if g.steady
-                || g.rise_bytes.abs() >= 0.05 * dev.total_bytes.unwrap_or(w.peak_bytes) as f64
-            {
+            // Steady growth, or a clear drift (a good fit, not two points in a spike).
+            let scale = dev.total_bytes.unwrap_or(w.peak_bytes) as f64;
+            if g.steady || g.r2 >= 0.5 && g.rise_bytes.abs() >= 0.05 * scale {
                 out.push(Pattern::Growth {
                     device: d.index,
                     start: f(g.start_idx),
@@ -1175,7 +1293,16 @@ fn device_patterns(d: &DeviceAnalysis) -> Vec<Pattern> {
                 level_bytes: level as u64,
             });
         }
-        for s in &w.spikes {
+        // The largest excursions and the one at the failure; the count is in the facts.
+        let mut shown: Vec<&Spike> = w.spikes.iter().collect();
+        shown.sort_by(|x, y| {
+            (y.at_end, y.height_bytes)
+                .partial_cmp(&(x.at_end, x.height_bytes))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        shown.truncate(MAX_SPIKE_PATTERNS);
+        shown.sort_by_key(|s| s.start_idx);
+        for s in shown {
             out.push(Pattern::Spike {
                 device: d.index,
                 start: f(s.start_idx),
@@ -1222,10 +1349,10 @@ fn device_patterns(d: &DeviceAnalysis) -> Vec<Pattern> {
         Scale::new(dev.total_bytes, v.iter().copied().max().unwrap_or(0) as f64).significant();
     for p in &d.processes {
         let pt = p.series.used.times();
+        // A process that came after logging began, holding a significant amount (growth
+        // of processes present from the start is judged per failure, in the facts).
         let appeared = pt.first().is_some_and(|&x| x > first_t + slack);
-        if (appeared || p.peak_bytes.saturating_sub(p.first_bytes) as f64 >= sig)
-            && p.peak_bytes as f64 >= sig
-        {
+        if appeared && p.peak_bytes as f64 >= sig {
             out.push(Pattern::OtherProcess {
                 device: d.index,
                 pid: p.pid,
@@ -1274,6 +1401,23 @@ impl SeriesAnalysis {
             .iter()
             .filter(|f| device.is_none_or(|d| d == f.device))
             .find(|f| f.matches(time, tolerance))
+    }
+
+    /// The wall-clock span of the device series (for the year of yearless log times, and
+    /// to tell whether a log's failure falls inside the series at all).
+    pub fn wall_span(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let wall = self.devices.iter().filter(|d| d.clock == Clock::Wall);
+        let start = wall
+            .clone()
+            .filter_map(|d| d.series.used.times().first().copied())
+            .min()?;
+        let end = wall
+            .filter_map(|d| d.series.used.times().last().copied())
+            .max()?;
+        Some((
+            DateTime::from_timestamp_millis(start)?,
+            DateTime::from_timestamp_millis(end)?,
+        ))
     }
 
     /// Every pattern: per device, then engine-level.

@@ -364,6 +364,11 @@ impl Builder {
         }
     }
 
+    /// The total a device has reported so far.
+    pub(crate) fn device_total(&self, slot: usize) -> Option<u64> {
+        self.devs.get(slot).and_then(|d| d.series.total_bytes)
+    }
+
     /// The next sequence number of a device (for inputs without timestamps).
     pub(crate) fn device_seq(&self, slot: usize) -> i64 {
         self.devs.get(slot).map_or(0, |d| d.seq)

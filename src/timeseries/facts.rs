@@ -430,26 +430,28 @@ impl SeriesAnalysis {
             Some(dev_prov(dev, w.peak_idx)),
         );
         let last_prov = dev_prov(dev, last);
-        facts.set(
-            "series.used_at_failure_bytes",
-            v[last],
-            Some(last_prov.clone()),
-        );
-        if let Some(total) = total {
+        // "At the failure" only when there is one; otherwise the window is the whole run.
+        let failure = c.fail_t.is_some();
+        if failure {
             facts.set(
-                "series.free_at_failure_bytes",
-                total.saturating_sub(v[last]),
+                "series.used_at_failure_bytes",
+                v[last],
                 Some(last_prov.clone()),
             );
-        }
-        if timed {
-            let load = w.ramp_end_idx.unwrap_or(a);
-            let until = c.fail_t.filter(|_| c.aligned).unwrap_or(t[last]);
-            facts.set(
-                "series.seconds_since_load",
-                (until - t[load]).max(0) as f64 / 1000.0,
-                Some(dev_prov(dev, load)),
-            );
+            if let Some(total) = total {
+                let free = total.saturating_sub(v[last]);
+                facts.set(
+                    "series.free_at_failure_bytes",
+                    free,
+                    Some(last_prov.clone()),
+                );
+            }
+            if timed {
+                let load = w.ramp_end_idx.unwrap_or(a);
+                let until = c.fail_t.filter(|_| c.aligned).unwrap_or(t[last]);
+                let secs = (until - t[load]).max(0) as f64 / 1000.0;
+                facts.set("series.seconds_since_load", secs, Some(dev_prov(dev, load)));
+            }
         }
         if let Some(g) = &w.growth {
             let prov = range_prov(
@@ -479,7 +481,7 @@ impl SeriesAnalysis {
             facts.set("series.steady_growth", false, None);
         }
         facts.set("series.spikes", w.spikes.len(), None);
-        let at_end = w.spikes.iter().rfind(|s| s.at_end);
+        let at_end = w.spikes.iter().rfind(|s| s.at_end).filter(|_| failure);
         let largest = w
             .spikes
             .iter()
@@ -580,14 +582,17 @@ impl SeriesAnalysis {
             let prov = if c.aligned { None } else { Some(last_prov) };
             facts.set("series.failure_time", text, prov);
         }
-        let t0 = t[a];
         let t1 = c.fail_t.filter(|_| c.aligned).unwrap_or(t[last]);
+        let loaded = t[w.ramp_end_idx.unwrap_or(a)];
         let sig = Scale::significant_for(total, w.peak_bytes as f64);
         process_facts(
             facts,
             &c.dev.processes,
-            t0,
-            t1,
+            Span {
+                start: t[a],
+                loaded,
+                end: t1,
+            },
             sig,
             own_pid,
             Some((dev, last)),
@@ -799,8 +804,11 @@ impl SeriesAnalysis {
         process_facts(
             facts,
             &procs,
-            t0,
-            t1,
+            Span {
+                start: t0,
+                loaded: t0,
+                end: t1,
+            },
             256.0 * 1024.0 * 1024.0,
             own_pid,
             None,
@@ -840,18 +848,27 @@ fn fullness(d: &DeviceAnalysis, t: Option<i64>) -> f64 {
     used as f64 / d.total_bytes.unwrap_or(u64::MAX).max(1) as f64
 }
 
-/// Own process, neighbours, contention and unattributed memory over `[t0, t1]`.
+/// Times of a window: its start, the end of its load ramp, and the failure (or its end).
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: i64,
+    loaded: i64,
+    end: i64,
+}
+
+/// Own process, neighbours, contention and unattributed memory over a window. Growth is
+/// measured from the end of the load ramp, so the failing job's own load is not growth.
 #[allow(clippy::too_many_arguments)]
 fn process_facts(
     facts: &mut Facts,
     procs: &[ProcessSummary],
-    t0: i64,
-    t1: i64,
+    span: Span,
     sig: f64,
     own_pid: Option<u32>,
     device: Option<(&DeviceSeries, usize)>,
     clock: Clock,
 ) {
+    let (t0, t1) = (span.start, span.end);
     let procs: Vec<&ProcessSummary> = procs.iter().filter(|p| p.series.clock == clock).collect();
     if procs.is_empty() {
         return;
@@ -885,11 +902,23 @@ fn process_facts(
             let i = tr.at_or_before(t1 + slack)?;
             (t1 - t[i] <= slack).then(|| (tr.values()[i], i))
         });
+        // Its value once loaded: after the device's load ramp and after its own (the first
+        // sample at 90% of its median in the window), so loading is not growth.
+        let in_window = &tr.values()[first_i..t.partition_point(|&x| x <= t1 + slack).max(first_i)];
+        let med = super::stats::median_of(&in_window.iter().map(|&v| v as f64).collect::<Vec<_>>());
+        let own_load = med
+            .and_then(|m| in_window.iter().position(|&v| v as f64 >= 0.9 * m))
+            .map_or(first_i, |k| first_i + k);
+        let base_i = t.partition_point(|&x| x < span.loaded).max(own_load);
+        let start = match tr.values().get(base_i) {
+            Some(&v) if t[base_i] <= t1 + slack => v,
+            _ => tr.values()[first_i],
+        };
         ps.push(P {
             p,
             first_i,
             at,
-            start: tr.values()[first_i],
+            start,
         });
     }
     if ps.is_empty() {

@@ -54,6 +54,7 @@ pub use model::{
     Clock, DeviceSeries, EngineSeries, InputSummary, LineTexts, ProcessSeries, SeriesSet, Track,
 };
 pub use sniff::sniff;
+pub use time::parse_log_time;
 
 /// Limits on what is read whole.
 pub mod limits {

@@ -686,6 +686,18 @@ fn gpu_row(
         return Ok(());
     };
     let slot = b.device(dev, None);
+    // A device's total does not change; a row that says otherwise is torn (the last line
+    // of a capture cut mid-number) or garbled.
+    if let (Some(new), Some(known)) = (total, b.device_total(slot)) {
+        if new.abs_diff(known) > known / 100 {
+            b.skip(
+                line,
+                &Fields(rec, ", ").to_vec(),
+                "total differs from the device's earlier rows",
+            );
+            return Ok(());
+        }
+    }
     if let Some(ni) = l.name {
         if st.named.insert(slot) {
             if let Some(n) = rec.get(ni) {

@@ -125,6 +125,22 @@ pub(crate) fn rolling_median(v: &[f64], w: usize) -> Vec<f64> {
     out
 }
 
+/// Rolling median with a centred window of `2w+1` points, shrinking at the ends (so the
+/// first and last points are not all given the same value, which would look like a
+/// plateau).
+pub(crate) fn rolling_median_centred(v: &[f64], w: usize) -> Vec<f64> {
+    let n = v.len();
+    let mut buf = Vec::with_capacity(2 * w + 1);
+    (0..n)
+        .map(|i| {
+            let (s, e) = (i.saturating_sub(w), (i + w + 1).min(n));
+            buf.clear();
+            buf.extend_from_slice(&v[s..e]);
+            median(&mut buf).unwrap_or(v[i])
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +190,7 @@ mod tests {
         // The last two points are an excursion; their baseline stays at the level before.
         assert_eq!(m[6], 1.0);
         assert_eq!(m[0], 1.0);
+        let c = rolling_median_centred(&[1.0, 2.0, 3.0, 4.0, 5.0], 2);
+        assert_eq!(c, vec![2.0, 3.0, 3.0, 4.0, 4.0]);
     }
 }

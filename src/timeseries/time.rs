@@ -249,6 +249,41 @@ fn slow(s: &str) -> Option<Stamp> {
     None
 }
 
+/// Reads a timestamp as logs print it, to line a log up with a series: anything
+/// [`TimeParser`] reads (wall times only), and the yearless stamps of vLLM
+/// (`08-22 20:52:36`), glog (`W0822 20:52:36.123456`) and syslog (`Aug 22 20:52:36`),
+/// which take `year`. Returns the time and whether it had no zone (read as UTC, like the
+/// series' own naive times, so two naive times from one machine compare correctly).
+pub fn parse_log_time(text: &str, year: Option<i32>) -> Option<(DateTime<chrono::Utc>, bool)> {
+    let text = text
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim();
+    if let Some(Stamp::Wall { ms, naive }) =
+        TimeParser::new().parse(text.as_bytes(), EpochUnit::Auto)
+    {
+        return Some((DateTime::from_timestamp_millis(ms)?, naive));
+    }
+    let year = year?;
+    // glog: a level letter, then MMDD.
+    let glog = text
+        .strip_prefix(['I', 'W', 'E', 'F'])
+        .filter(|r| r.len() > 4 && r.as_bytes()[..4].iter().all(u8::is_ascii_digit))
+        .map(|r| format!("{}-{} {}", &r[..2], &r[2..4], r[4..].trim()));
+    let candidate = glog.as_deref().unwrap_or(text);
+    for fmt in [
+        "%Y %m-%d %H:%M:%S%.f",
+        "%Y %b %d %H:%M:%S%.f",
+        "%Y %b %e %H:%M:%S%.f",
+    ] {
+        if let Ok(dt) = NaiveDateTime::parse_from_str(&format!("{year} {candidate}"), fmt) {
+            return Some((dt.and_utc(), true));
+        }
+    }
+    None
+}
+
 fn digits(b: &[u8]) -> Option<u32> {
     let mut v = 0u32;
     for &c in b {
@@ -367,6 +402,25 @@ mod tests {
         ] {
             assert_eq!(p.parse(s.as_bytes(), EpochUnit::Auto), None, "{s}");
         }
+    }
+
+    #[test]
+    fn log_times_with_and_without_a_year() {
+        let at = |s: &str, y| parse_log_time(s, y).map(|(t, naive)| (t.timestamp_millis(), naive));
+        assert_eq!(at("2025-09-07 22:33:21,481", None), Some((T0 + 481, true)));
+        assert_eq!(at("[2025-09-07T22:33:21Z]", None), Some((T0, false)));
+        assert_eq!(at("09-07 22:33:21", Some(2025)), Some((T0, true)));
+        assert_eq!(
+            at("W0907 22:33:21.481000", Some(2025)),
+            Some((T0 + 481, true))
+        );
+        assert_eq!(at("Sep  7 22:33:21", Some(2025)), Some((T0, true)));
+        assert_eq!(at("09-07 22:33:21", None), None);
+        assert_eq!(
+            at("12345.678901", Some(2025)),
+            None,
+            "dmesg uptime is not a wall time"
+        );
     }
 
     #[test]

@@ -29,7 +29,8 @@ impl TextSource for [u8] {
     }
 }
 
-/// CSV fields joined back with `", "`, the way nvidia-smi writes them.
+/// CSV fields joined back with a separator: untrimmed fields joined with the delimiter
+/// give back the line as written.
 pub(crate) struct Fields<'a>(pub &'a csv::ByteRecord, pub &'static str);
 
 impl TextSource for Fields<'_> {
@@ -197,6 +198,9 @@ pub(crate) struct Builder {
     naive: bool,
     devs: Vec<DevBuild>,
     dev_by_index: HashMap<(u32, Option<Arc<str>>), usize>,
+    /// Slots of small device indices without a host: the per-row lookup of every
+    /// nvidia-smi line, kept off the hash map.
+    dev_fast: Vec<Option<usize>>,
     dev_by_name: HashMap<(String, Option<Arc<str>>), usize>,
     procs: Vec<ProcBuild>,
     proc_by_key: HashMap<(u32, u32, String), usize>,
@@ -220,6 +224,7 @@ impl Builder {
             naive: false,
             devs: Vec::new(),
             dev_by_index: HashMap::new(),
+            dev_fast: Vec::new(),
             dev_by_name: HashMap::new(),
             procs: Vec::new(),
             proc_by_key: HashMap::new(),
@@ -294,6 +299,24 @@ impl Builder {
 
     /// The track of a device, created on first sight.
     pub(crate) fn device(&mut self, r: DevRef<'_>, host: Option<&str>) -> usize {
+        if let (DevRef::Index(i), None) = (r, host) {
+            if let Some(&Some(slot)) = self.dev_fast.get(i as usize) {
+                return slot;
+            }
+        }
+        let slot = self.device_slow(r, host);
+        if let (DevRef::Index(i), None) = (r, host) {
+            if i < 256 {
+                if self.dev_fast.len() <= i as usize {
+                    self.dev_fast.resize(i as usize + 1, None);
+                }
+                self.dev_fast[i as usize] = Some(slot);
+            }
+        }
+        slot
+    }
+
+    fn device_slow(&mut self, r: DevRef<'_>, host: Option<&str>) -> usize {
         let host_key: Option<Arc<str>> = host.map(Arc::from);
         let (index, name) = match r {
             DevRef::Index(i) => (Some(i), None),

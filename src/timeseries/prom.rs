@@ -163,13 +163,17 @@ fn parse_sample(
             let v_start = i;
             let mut escaped = false;
             loop {
-                match line.get(i) {
-                    Some(b'\\') => {
+                // Label values are most of a DCGM line: jump to the next quote or escape.
+                let rest = line.get(i..).unwrap_or_default();
+                match memchr::memchr2(b'"', b'\\', rest).map(|k| (k, rest[k])) {
+                    Some((k, b'\\')) => {
                         escaped = true;
-                        i += 2;
+                        i += k + 2;
                     }
-                    Some(b'"') => break,
-                    Some(_) => i += 1,
+                    Some((k, _)) => {
+                        i += k;
+                        break;
+                    }
                     None => return Err("unterminated label value"),
                 }
             }
@@ -179,7 +183,10 @@ fn parse_sample(
                 let value = if escaped {
                     Cow::Owned(unescape(raw))
                 } else {
-                    String::from_utf8_lossy(raw)
+                    match std::str::from_utf8(raw) {
+                        Ok(v) => Cow::Borrowed(v),
+                        Err(_) => String::from_utf8_lossy(raw),
+                    }
                 };
                 let slot = match lname {
                     b"gpu" | b"minor_number" | b"gpu_index" | b"index" => &mut labels.gpu,
@@ -286,7 +293,11 @@ struct State {
     pending: Vec<Pending>,
     other_names: Vec<String>,
     other_count: u64,
+    /// (gpu label, UUID, host) → device slot.
+    devices: Vec<DeviceKey>,
 }
+
+type DeviceKey = (Option<u32>, Option<Box<str>>, Option<Box<str>>, usize);
 
 impl State {
     fn new_scrape(&mut self) {
@@ -311,6 +322,7 @@ pub(crate) fn read(reader: impl BufRead, input: &InputName) -> Result<SeriesSet,
         pending: Vec::new(),
         other_names: Vec::new(),
         other_count: 0,
+        devices: Vec::new(),
     };
     while let Some((n, raw, cut)) = lines.next_line().map_err(|e| SeriesError::Io {
         input: input.clone(),
@@ -433,10 +445,25 @@ fn sample_line(
                 (None, Some(u)) => DevRef::Name(u),
                 (None, None) => DevRef::Unnamed,
             };
-            let slot = b.device(dev, host);
-            if let Some(model) = &s.labels.model {
-                b.device_name(slot, model);
-            }
+            // Every memory line names its device; a few devices per file, so a linear
+            // cache of the label values avoids the builder's keyed lookups per line.
+            let key = (gpu, s.labels.uuid.as_deref(), host);
+            let cached = st
+                .devices
+                .iter()
+                .find(|(g, u, h, _)| (*g, u.as_deref(), h.as_deref()) == key);
+            let slot = match cached {
+                Some(&(_, _, _, slot)) => slot,
+                None => {
+                    let slot = b.device(dev, host);
+                    if let Some(model) = &s.labels.model {
+                        b.device_name(slot, model);
+                    }
+                    st.devices
+                        .push((gpu, key.1.map(Box::from), host.map(Box::from), slot));
+                    slot
+                }
+            };
             (slot, m as u8)
         }
         Kind::Engine(m, family) => {

@@ -442,7 +442,8 @@ fn csv_reader<R: std::io::Read>(r: R) -> csv::Reader<R> {
     csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
-        .trim(csv::Trim::All)
+        // Cells are trimmed where they are read: csv's own trimming copies every record.
+        .trim(csv::Trim::None)
         .comment(None)
         .from_reader(r)
 }
@@ -535,7 +536,7 @@ pub(crate) fn read_gpu(
                 for r in &head {
                     b.skip(
                         line_of(r),
-                        &Fields(r, ", ").to_vec(),
+                        &Fields(r, ",").to_vec(),
                         "not an nvidia-smi --query-gpu row",
                     );
                 }
@@ -584,7 +585,8 @@ struct GpuState {
     /// For files without an index column: the last timestamp and the position within it.
     group_t: Option<i64>,
     group_pos: u32,
-    named: HashSet<usize>,
+    /// Device slots whose name was recorded (a Vec: this is checked on every row).
+    named: Vec<bool>,
 }
 
 fn gpu_row(
@@ -597,7 +599,7 @@ fn gpu_row(
         return Ok(());
     }
     if let (Some(h), Some(f)) = (&l.header_first, rec.get(0)) {
-        if f == h.as_slice() {
+        if trim(f) == h.as_slice() {
             return Ok(()); // a repeated header (runs appended to one file)
         }
     }
@@ -610,7 +612,7 @@ fn gpu_row(
     if rec.len() < l.width {
         b.skip(
             line,
-            &Fields(rec, ", ").to_vec(),
+            &Fields(rec, ",").to_vec(),
             "row shorter than the header",
         );
         return Ok(());
@@ -622,7 +624,7 @@ fn gpu_row(
             None => {
                 b.skip(
                     line,
-                    &Fields(rec, ", ").to_vec(),
+                    &Fields(rec, ",").to_vec(),
                     "no timestamp where the header has one",
                 );
                 return Ok(());
@@ -631,7 +633,7 @@ fn gpu_row(
         None if l.ts.is_some() => {
             b.skip(
                 line,
-                &Fields(rec, ", ").to_vec(),
+                &Fields(rec, ",").to_vec(),
                 "row shorter than the header",
             );
             return Ok(());
@@ -645,7 +647,7 @@ fn gpu_row(
             (None, _) => {
                 b.skip(
                     line,
-                    &Fields(rec, ", ").to_vec(),
+                    &Fields(rec, ",").to_vec(),
                     "GPU index is not a number",
                 );
                 return Ok(());
@@ -673,7 +675,7 @@ fn gpu_row(
     else {
         b.skip(
             line,
-            &Fields(rec, ", ").to_vec(),
+            &Fields(rec, ",").to_vec(),
             "memory value is not a number of MiB",
         );
         return Ok(());
@@ -692,21 +694,25 @@ fn gpu_row(
         if new.abs_diff(known) > known / 100 {
             b.skip(
                 line,
-                &Fields(rec, ", ").to_vec(),
+                &Fields(rec, ",").to_vec(),
                 "total differs from the device's earlier rows",
             );
             return Ok(());
         }
     }
     if let Some(ni) = l.name {
-        if st.named.insert(slot) {
+        if !st.named.get(slot).copied().unwrap_or(false) {
+            if st.named.len() <= slot {
+                st.named.resize(slot + 1, false);
+            }
+            st.named[slot] = true;
             if let Some(n) = rec.get(ni) {
-                b.device_name(slot, std::str::from_utf8(n).unwrap_or(""));
+                b.device_name(slot, std::str::from_utf8(trim(n)).unwrap_or(""));
             }
         }
     }
     let t = t.unwrap_or_else(|| b.device_seq(slot));
-    b.push_device(slot, t, used, total, line, &Fields(rec, ", "))
+    b.push_device(slot, t, used, total, line, &Fields(rec, ","))
 }
 
 impl Fields<'_> {
@@ -803,7 +809,7 @@ pub(crate) fn read_apps(
                 for r in &head {
                     b.skip(
                         line_of(r),
-                        &Fields(r, ", ").to_vec(),
+                        &Fields(r, ",").to_vec(),
                         "not an nvidia-smi --query-compute-apps row",
                     );
                 }
@@ -861,7 +867,7 @@ fn apps_row(
         return Ok(());
     }
     if let (Some(h), Some(f)) = (&l.header_first, rec.get(0)) {
-        if f == h.as_slice() {
+        if trim(f) == h.as_slice() {
             // A repeated header starts a new run of snapshots.
             st.snapshot += 1;
             st.seen.clear();
@@ -875,7 +881,7 @@ fn apps_row(
         return Ok(());
     }
     let field = |i: Option<usize>| i.and_then(|i| rec.get(i));
-    let text = Fields(rec, ", ");
+    let text = Fields(rec, ",");
     if rec.len() == 1 && rec.get(0).is_some_and(|f| f.starts_with(b"No running")) {
         b.rows -= 1; // "No running processes found": an empty snapshot, not a bad row
         return Ok(());

@@ -628,7 +628,12 @@ fn find_drops(dev: &DeviceSeries) -> Vec<MemoryDrop> {
     let min_drop = (0.10 * sc.scale).max(512.0 * MIB);
     let mut out = Vec::new();
     for i in 1..used.len() {
-        let from = i.saturating_sub(3);
+        // The high must come after the previous drop: one fall is one drop.
+        let after = out.last().map_or(0, |d: &MemoryDrop| d.first_low_idx);
+        let from = i.saturating_sub(3).max(after);
+        if from >= i {
+            continue;
+        }
         let recent = used[from..i].iter().copied().max().unwrap_or(0) as f64;
         let now = used[i] as f64;
         if !(now <= 0.5 * recent && recent - now >= min_drop) {
@@ -651,12 +656,6 @@ fn find_drops(dev: &DeviceSeries) -> Vec<MemoryDrop> {
             .rev()
             .find(|&k| used[k] as f64 > mid)
             .unwrap_or(i - 1);
-        if out
-            .last()
-            .is_some_and(|d: &MemoryDrop| d.last_high_idx == last_high)
-        {
-            continue;
-        }
         let filled = sc.total.is_some_and(|total| {
             let s = last_stretch(t, 0, last_high, timed);
             used[s..=last_high]

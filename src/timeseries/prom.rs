@@ -209,7 +209,17 @@ fn parse_sample(
             }
         }
     }
-    let rest = line.get(i..).unwrap_or_default();
+    let (value, ts) = value_and_time(line.get(i..).unwrap_or_default())?;
+    Ok(Sample {
+        name,
+        labels,
+        value,
+        ts,
+    })
+}
+
+/// ` value [timestamp]` after a metric's name and labels.
+fn value_and_time(rest: &[u8]) -> Result<(f64, Option<f64>), &'static str> {
     if !rest.first().is_some_and(u8::is_ascii_whitespace) {
         return Err("no value after the metric");
     }
@@ -231,12 +241,7 @@ fn parse_sample(
     if parts.next().is_some() {
         return Err("text after the timestamp");
     }
-    Ok(Sample {
-        name,
-        labels,
-        value,
-        ts,
-    })
+    Ok((value, ts))
 }
 
 /// A sample value: a float, or `NaN`, `+Inf`, `-Inf`.
@@ -245,6 +250,10 @@ fn number(p: &[u8]) -> Option<f64> {
         b"NaN" | b"nan" => Some(f64::NAN),
         b"+Inf" | b"Inf" | b"+inf" | b"inf" => Some(f64::INFINITY),
         b"-Inf" | b"-inf" => Some(f64::NEG_INFINITY),
+        // Integers (MiB values, millisecond timestamps) are most values: read them directly.
+        _ if !p.is_empty() && p.len() <= 15 && p.iter().all(u8::is_ascii_digit) => {
+            Some(p.iter().fold(0u64, |a, &c| a * 10 + u64::from(c - b'0')) as f64)
+        }
         _ => std::str::from_utf8(p).ok()?.parse().ok(),
     }
 }
@@ -295,11 +304,56 @@ struct State {
     other_count: u64,
     /// (gpu label, UUID, host) → device slot.
     devices: Vec<DeviceKey>,
+    /// Exact label texts already parsed: (device metric?, `{…}`, track).
+    label_sets: Vec<(bool, Box<[u8]>, usize)>,
 }
 
 type DeviceKey = (Option<u32>, Option<Box<str>>, Option<Box<str>>, usize);
 
+/// Label sets seen per kind of track; beyond this many, lines are parsed in full.
+const MAX_LABEL_SETS: usize = 256;
+
 impl State {
+    /// A known metric whose exact label text was seen before: its kind, track and the
+    /// text after the labels. The label set ends at the line's last `}` (values and
+    /// timestamps never contain one).
+    fn seen_labels<'a>(&self, line: &'a [u8]) -> Option<(Kind, usize, &'a [u8])> {
+        let name_end = line
+            .iter()
+            .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_' || c == b':'))?;
+        if line[name_end] != b'{' {
+            return None;
+        }
+        let k = kind(&line[..name_end])?;
+        let close = memchr::memrchr(b'}', line)?;
+        let raw = &line[name_end..=close];
+        let device = matches!(k, Kind::Device(..));
+        let slot = self
+            .label_sets
+            .iter()
+            .find(|(d, l, _)| *d == device && l.as_ref() == raw)?
+            .2;
+        Some((k, slot, &line[close + 1..]))
+    }
+
+    /// Remembers a parsed line's label text for [`State::seen_labels`].
+    fn remember_labels(&mut self, line: &[u8], name_len: usize, k: Kind, slot: usize) {
+        if self.label_sets.len() >= MAX_LABEL_SETS || line.get(name_len) != Some(&b'{') {
+            return;
+        }
+        if let Some(close) = memchr::memrchr(b'}', line) {
+            let raw = &line[name_len..=close];
+            let device = matches!(k, Kind::Device(..));
+            if !self
+                .label_sets
+                .iter()
+                .any(|(d, l, _)| *d == device && l.as_ref() == raw)
+            {
+                self.label_sets.push((device, Box::from(raw), slot));
+            }
+        }
+    }
+
     fn new_scrape(&mut self) {
         self.scrape += 1;
         self.seen.clear();
@@ -323,6 +377,7 @@ pub(crate) fn read(reader: impl BufRead, input: &InputName) -> Result<SeriesSet,
         other_names: Vec::new(),
         other_count: 0,
         devices: Vec::new(),
+        label_sets: Vec::new(),
     };
     while let Some((n, raw, cut)) = lines.next_line().map_err(|e| SeriesError::Io {
         input: input.clone(),
@@ -354,6 +409,15 @@ pub(crate) fn read(reader: impl BufRead, input: &InputName) -> Result<SeriesSet,
             }
         }
         b.rows += 1;
+        // Fast path: a metric read before with a label set seen before (every scrape
+        // repeats them) needs only its value and timestamp.
+        if let Some((k, slot, rest)) = st.seen_labels(line) {
+            match value_and_time(rest) {
+                Ok((value, ts)) => push_sample(&mut b, &mut st, k, slot, value, ts, n, line)?,
+                Err(reason) => b.skip(n, line, reason),
+            }
+            continue;
+        }
         let sample = match parse_sample(line, |name| kind(name).is_some()) {
             Ok(s) => s,
             Err(reason) => {
@@ -371,7 +435,9 @@ pub(crate) fn read(reader: impl BufRead, input: &InputName) -> Result<SeriesSet,
             }
             continue;
         };
-        sample_line(&mut b, &mut st, k, &sample, n, line)?;
+        let slot = resolve(&mut b, &mut st, k, &sample.labels);
+        st.remember_labels(line, sample.name.len(), k, slot);
+        push_sample(&mut b, &mut st, k, slot, sample.value, sample.ts, n, line)?;
     }
     for slot in 0..st.pending.len() {
         flush(&mut b, &mut st, slot)?;
@@ -415,11 +481,63 @@ fn comment_line(st: &mut State, c: &[u8]) {
     }
 }
 
-fn sample_line(
+/// The track a sample of metric `k` with these labels belongs to.
+fn resolve(b: &mut Builder, st: &mut State, k: Kind, labels: &Labels<'_>) -> usize {
+    match k {
+        Kind::Device(..) => {
+            let host = labels.host.as_deref();
+            let gpu = labels
+                .gpu
+                .as_deref()
+                .and_then(|g| g.trim().parse::<u32>().ok());
+            let dev = match (gpu, labels.uuid.as_deref()) {
+                (Some(i), Some(u)) => DevRef::Both(i, u),
+                (Some(i), None) => DevRef::Index(i),
+                (None, Some(u)) => DevRef::Name(u),
+                (None, None) => DevRef::Unnamed,
+            };
+            // A few devices per file: a linear cache of the label values avoids the
+            // builder's keyed lookups.
+            let key = (gpu, labels.uuid.as_deref(), host);
+            let cached = st
+                .devices
+                .iter()
+                .find(|(g, u, h, _)| (*g, u.as_deref(), h.as_deref()) == key);
+            match cached {
+                Some(&(_, _, _, slot)) => slot,
+                None => {
+                    let slot = b.device(dev, host);
+                    if let Some(model) = &labels.model {
+                        b.device_name(slot, model);
+                    }
+                    st.devices
+                        .push((gpu, key.1.map(Box::from), host.map(Box::from), slot));
+                    slot
+                }
+            }
+        }
+        Kind::Engine(_, family) => {
+            let mut label = family.to_string();
+            if let Some(e) = &labels.engine {
+                label.push_str(&format!(" engine={e}"));
+            }
+            if let Some(mn) = &labels.model_name {
+                label.push_str(&format!(" model={mn}"));
+            }
+            b.engine(&label)
+        }
+    }
+}
+
+/// Adds one sample of metric `k` to track `slot`.
+#[allow(clippy::too_many_arguments)]
+fn push_sample(
     b: &mut Builder,
     st: &mut State,
     k: Kind,
-    s: &Sample<'_>,
+    slot: usize,
+    value: f64,
+    ts: Option<f64>,
     n: u64,
     line: &[u8],
 ) -> Result<(), SeriesError> {
@@ -430,54 +548,11 @@ fn sample_line(
         st.families = families;
         st.scrape_time = None;
     }
-    // The series key: which track this sample belongs to.
-    let (slot, kind_id) = match k {
-        Kind::Device(m, _) => {
-            let host = s.labels.host.as_deref();
-            let gpu = s
-                .labels
-                .gpu
-                .as_deref()
-                .and_then(|g| g.trim().parse::<u32>().ok());
-            let dev = match (gpu, s.labels.uuid.as_deref()) {
-                (Some(i), Some(u)) => DevRef::Both(i, u),
-                (Some(i), None) => DevRef::Index(i),
-                (None, Some(u)) => DevRef::Name(u),
-                (None, None) => DevRef::Unnamed,
-            };
-            // Every memory line names its device; a few devices per file, so a linear
-            // cache of the label values avoids the builder's keyed lookups per line.
-            let key = (gpu, s.labels.uuid.as_deref(), host);
-            let cached = st
-                .devices
-                .iter()
-                .find(|(g, u, h, _)| (*g, u.as_deref(), h.as_deref()) == key);
-            let slot = match cached {
-                Some(&(_, _, _, slot)) => slot,
-                None => {
-                    let slot = b.device(dev, host);
-                    if let Some(model) = &s.labels.model {
-                        b.device_name(slot, model);
-                    }
-                    st.devices
-                        .push((gpu, key.1.map(Box::from), host.map(Box::from), slot));
-                    slot
-                }
-            };
-            (slot, m as u8)
-        }
-        Kind::Engine(m, family) => {
-            let mut label = family.to_string();
-            if let Some(e) = &s.labels.engine {
-                label.push_str(&format!(" engine={e}"));
-            }
-            if let Some(mn) = &s.labels.model_name {
-                label.push_str(&format!(" model={mn}"));
-            }
-            (b.engine(&label), 16 + m as u8)
-        }
+    let kind_id = match k {
+        Kind::Device(m, _) => m as u8,
+        Kind::Engine(m, _) => 16 + m as u8,
     };
-    let t = match (s.ts, st.scrape_time) {
+    let t = match (ts, st.scrape_time) {
         (Some(ts), _) if b.clock() != Some(Clock::Sequence) => {
             match epoch_from_f64(ts, EpochUnit::Auto).and_then(|s| b.time(s)) {
                 Some(t) => t,
@@ -510,11 +585,11 @@ fn sample_line(
     };
     match k {
         Kind::Engine(m, _) => {
-            if !s.value.is_finite() {
+            if !value.is_finite() {
                 b.missing();
                 return Ok(());
             }
-            b.push_engine(slot, m, t, s.value, n, line)
+            b.push_engine(slot, m, t, value, n, line)
         }
         Kind::Device(m, factor) => {
             if st.pending.len() <= slot {
@@ -532,7 +607,7 @@ fn sample_line(
                 };
                 p.text.clear();
             }
-            let v = (s.value.is_finite() && s.value >= 0.0).then_some(s.value * factor);
+            let v = (value.is_finite() && value >= 0.0).then_some(value * factor);
             match m {
                 Mem::Used => p.used = v,
                 Mem::Free => p.free = v,
@@ -688,6 +763,9 @@ mod tests {
         );
         assert!(parse_sample(b"x{a=\"1\"", |_| true).is_err());
         assert!(parse_sample(b"Traceback (most recent call last):", |_| true).is_err());
+        assert_eq!(number(b"1757284401000"), Some(1757284401000.0));
+        assert_eq!(number(b"12345678901234567890"), Some(1.2345678901234567e19));
+        assert_eq!(number(b"4.2e9"), Some(4.2e9));
         let set = read_str(
             "nvidia_gpu_memory_used_bytes{minor_number=\"2\",uuid=\"GPU-1\"} 1073741824\nnvidia_gpu_memory_total_bytes{minor_number=\"2\",uuid=\"GPU-1\"} 4294967296\nDCGM_FI_DEV_FB_USED{gpu=\"2\"} NaN\n",
         );

@@ -515,3 +515,55 @@ fn unreadable_inputs_are_errors_naming_the_line() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_spike_is_related_to_engine_load_when_both_share_a_clock() {
+    // DCGM and vLLM metrics from one Prometheus dump: a burst of long requests fills the
+    // KV cache and the device, and the server dies.
+    let mut text = String::new();
+    let t0 = 1_757_329_200_000i64;
+    for k in 0..60i64 {
+        let ts = t0 + k * 15_000;
+        let (used, kv, running) = match k {
+            38 => (66_000, 0.81, 44.0),
+            39 => (77_900, 0.99, 61.0),
+            40.. => (0, 0.0, 0.0),
+            _ => (
+                60_100 + (k % 3) * 40,
+                0.35 + (k % 4) as f64 * 0.02,
+                12.0 + (k % 3) as f64,
+            ),
+        };
+        text.push_str(&format!(
+            "DCGM_FI_DEV_FB_USED{{gpu=\"0\",UUID=\"GPU-1\"}} {used} {ts}\nDCGM_FI_DEV_FB_TOTAL{{gpu=\"0\",UUID=\"GPU-1\"}} 81559 {ts}\n"
+        ));
+        if k < 40 {
+            text.push_str(&format!(
+                "vllm:kv_cache_usage_perc{{engine=\"0\",model_name=\"m\"}} {kv} {ts}\nvllm:num_requests_running{{engine=\"0\",model_name=\"m\"}} {running} {ts}\n"
+            ));
+        }
+    }
+    let input: InputName = Arc::from("both.prom");
+    assert_eq!(
+        timeseries::sniff(text.as_bytes()),
+        Some(SeriesFormat::Prometheus)
+    );
+    let set = timeseries::read(text.as_bytes(), &input, SeriesFormat::Prometheus).unwrap();
+    let a = timeseries::analyze(&set);
+    let failures = a.failures();
+    assert_eq!(failures.len(), 1);
+    let facts = &failures[0].facts;
+    assert!(flag(facts, "series.spike"));
+    assert_eq!(num(facts, "series.spike_requests_running"), 61.0);
+    assert!(num(facts, "series.spike_kv_usage") > 0.98);
+    assert!(
+        num(facts, "series.kv_correlation") > 0.8,
+        "{}",
+        num(facts, "series.kv_correlation")
+    );
+    assert!(num(facts, "series.kv_usage_at_failure") > 0.98);
+    assert!(
+        source_text(facts, "series.spike_requests_running")
+            .starts_with("vllm:num_requests_running{")
+    );
+}

@@ -207,6 +207,14 @@ fn an_ambiguous_oom_log_lined_up_with_its_series_is_one_leak_incident() {
         );
     }
 
+    // A log time hours after the series ended: the series says so, and nothing about the
+    // moment itself.
+    let late = a.facts_for(Some(1), Some(time("2025-09-08T09:00:00Z")));
+    assert!(!flag(&late, "series.time_aligned"));
+    assert!(num(&late, "series.failure_gap_seconds") > 5.0 * 3600.0);
+    assert!(!late.contains("series.used_at_failure_bytes"));
+    assert!(!flag(&late, "series.crash_drop"));
+
     // A log time in the middle of the run cuts the window there: no crash yet.
     let mid = a.facts_for(Some(1), Some(time("2025-09-08T01:00:00Z")));
     assert!(flag(&mid, "series.time_aligned"));

@@ -14,8 +14,11 @@
 //!   lasts 5 minutes and every quarter of it sits higher than the one before (a single
 //!   step up is not a leak); projected time to full from the fitted line;
 //! * **spikes**: a bucket's max above the rolling median level by max(5% of the device,
-//!   512 MiB, 6σ of noise), lasting at most half the rolling window (longer is a level
-//!   change), and rare (if over a quarter of buckets qualify it is churn, not spikes);
+//!   512 MiB, 6σ of noise), at most 1/20 of the run wide (3..25 buckets; wider is a change
+//!   of level), and rare (if over a quarter of buckets qualify it is churn, not spikes);
+//!   the run's *end* is checked separately: an excursion of up to a quarter of the run,
+//!   entered from below, whose top stands that far above the maxima before it is the
+//!   spike the failure came in (`series.spike`);
 //! * **churn**: ≥ 8 swings between the 10th and 90th percentile, 5% of the device apart;
 //! * **flat high**: from load on, the median ≥ 80% of the device and the floor within 4%:
 //!   full by design (vLLM's `gpu_memory_utilization`), not a leak and not itself a problem;
@@ -59,7 +62,7 @@ pub(crate) struct Scale {
 }
 
 impl Scale {
-    fn new(total: Option<u64>, peak: f64) -> Scale {
+    pub(crate) fn new(total: Option<u64>, peak: f64) -> Scale {
         let total = total.map(|t| t as f64).filter(|&t| t > 0.0);
         Scale {
             scale: total.unwrap_or(peak).max(MIB),
@@ -67,7 +70,7 @@ impl Scale {
         }
     }
     /// A change of level worth talking about.
-    fn significant(&self) -> f64 {
+    pub(crate) fn significant(&self) -> f64 {
         (0.03 * self.scale).max(256.0 * MIB)
     }
 }

@@ -193,6 +193,8 @@ struct Choice<'a> {
     aligned: bool,
     /// The failure falls on the run's crash drop.
     at_drop: bool,
+    /// The failure time came from the caller (another input), not from the series.
+    given: bool,
 }
 
 impl SeriesAnalysis {
@@ -255,6 +257,7 @@ impl SeriesAnalysis {
             fail_t,
             aligned: false,
             at_drop: r.drop.is_some(),
+            given: false,
         };
         let at = self.window_facts(&mut facts, &c, own_pid);
         self.engine_facts(&mut facts, at.as_ref(), false);
@@ -326,6 +329,7 @@ impl SeriesAnalysis {
                     fail_t: Some(ms),
                     aligned: true,
                     at_drop,
+                    given: true,
                 });
             }
             // Outside every run: describe the last loaded run before the failure, unaligned.
@@ -341,23 +345,32 @@ impl SeriesAnalysis {
                 fail_t: Some(ms),
                 aligned: false,
                 at_drop: false,
+                given: true,
             });
         }
-        // No usable time: the series' own failure, else the last loaded run.
-        let ri = runs
-            .iter()
-            .rposition(|r| r.drop.is_some_and(|d| d.filled))
-            .or_else(|| runs.iter().rposition(|r| r.drop.is_some()))
-            .or_else(|| runs.iter().rposition(|r| !r.idle))?;
-        let r = &runs[ri];
-        let fail_t = r.drop.map(|d| times[d.last_high_idx]);
+        // No usable time: the series' own failure (a drop right after the device filled),
+        // else the last loaded run as a whole, with no failure in it.
+        if let Some(ri) = runs.iter().rposition(|r| r.drop.is_some_and(|d| d.filled)) {
+            let r = &runs[ri];
+            return Some(Choice {
+                dev,
+                run: ri,
+                end: r.end_idx,
+                fail_t: r.drop.map(|d| times[d.last_high_idx]),
+                aligned: false,
+                at_drop: true,
+                given: false,
+            });
+        }
+        let ri = runs.iter().rposition(|r| !r.idle)?;
         Some(Choice {
             dev,
             run: ri,
-            end: r.end_idx,
-            fail_t,
+            end: runs[ri].end_idx,
+            fail_t: None,
             aligned: false,
-            at_drop: r.drop.is_some(),
+            at_drop: false,
+            given: false,
         })
     }
 
@@ -400,7 +413,9 @@ impl SeriesAnalysis {
             );
         }
         facts.set("series.time_aligned", c.aligned, None);
-        if let (Some(ft), true) = (c.fail_t, c.aligned) {
+        // How far the failure is from the last sample before it (hours when the series
+        // stopped long before the failure).
+        if let (Some(ft), true) = (c.fail_t, c.given) {
             facts.set(
                 "series.failure_gap_seconds",
                 (ft - t[last]).max(0) as f64 / 1000.0,
@@ -431,7 +446,8 @@ impl SeriesAnalysis {
         );
         let last_prov = dev_prov(dev, last);
         // "At the failure" only when there is one; otherwise the window is the whole run.
-        let failure = c.fail_t.is_some();
+        // A failure this window ends at: the series' own drop, or a given time inside it.
+        let failure = c.fail_t.is_some() && (c.aligned || c.at_drop);
         if failure {
             facts.set(
                 "series.used_at_failure_bytes",
@@ -579,12 +595,12 @@ impl SeriesAnalysis {
                 Clock::Wall => super::time::rfc3339(ft),
                 other => other.format(ft),
             };
-            let prov = if c.aligned { None } else { Some(last_prov) };
+            let prov = if c.given { None } else { Some(last_prov) };
             facts.set("series.failure_time", text, prov);
         }
         let t1 = c.fail_t.filter(|_| c.aligned).unwrap_or(t[last]);
         let loaded = t[w.ramp_end_idx.unwrap_or(a)];
-        let sig = Scale::significant_for(total, w.peak_bytes as f64);
+        let sig = Scale::new(total, w.peak_bytes as f64).significant();
         process_facts(
             facts,
             &c.dev.processes,
@@ -825,13 +841,6 @@ impl SeriesAnalysis {
         d.sort_unstable();
         d.dedup();
         d.len()
-    }
-}
-
-impl Scale {
-    pub(crate) fn significant_for(total: Option<u64>, peak: f64) -> f64 {
-        let scale = total.map_or(peak, |t| t as f64).max(1.0);
-        (0.03 * scale).max(256.0 * 1024.0 * 1024.0)
     }
 }
 

@@ -491,7 +491,7 @@ enum Item {
 
 /// What reading one item gave.
 enum Read1 {
-    Done(InputOutcome, InputKind),
+    Done(Box<InputOutcome>, InputKind),
     Skipped(SkippedInput),
     Failed(InputError, Option<InputKind>),
 }
@@ -600,7 +600,7 @@ fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) 
                 "series" => InputKind::Series,
                 _ => InputKind::Model,
             };
-            Read1::Done(o, kind)
+            Read1::Done(Box::new(o), kind)
         }
         Err((InputError::Unsupported { input, message, .. }, kind))
             if from_dir || opts.skip_unsupported =>

@@ -127,6 +127,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::host::FACTS,
     crate::model::FACTS,
     crate::snapshot::FACTS,
+    crate::timeseries::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -1,0 +1,168 @@
+//! Terminal drawings of a device's used memory over time, with the failure marked.
+//!
+//! Columns are spans of time (so gaps in logging show as gaps), each drawn at the
+//! *highest* sample it contains: a one-second spike must stay visible when an hour is one
+//! column. The scale is the device total when known, so "full" reaches the top. Plain
+//! Unicode block characters, no colour: renderers add colour if they want it.
+
+use chrono::{DateTime, Utc};
+
+use super::analysis::{DeviceAnalysis, SeriesAnalysis};
+use super::model::Clock;
+use crate::units::format_bytes;
+
+const LEVELS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+/// Per column: the highest used value in its time span, or `None` for no samples.
+fn columns(d: &DeviceAnalysis, width: usize) -> (Vec<Option<u64>>, i64, i64) {
+    let t = d.series.used.times();
+    let v = d.series.used.values();
+    let (Some(&t0), Some(&t1)) = (t.first(), t.last()) else {
+        return (vec![None; width], 0, 0);
+    };
+    let span = (t1 - t0).max(1) as i128;
+    let mut cols: Vec<Option<u64>> = vec![None; width];
+    for (&ti, &vi) in t.iter().zip(v) {
+        let c = (((ti - t0) as i128 * width as i128) / (span + 1)) as usize;
+        if let Some(slot) = cols.get_mut(c.min(width - 1)) {
+            *slot = Some(slot.map_or(vi, |x| x.max(vi)));
+        }
+    }
+    (cols, t0, t1)
+}
+
+fn mark_column(mark: Option<i64>, t0: i64, t1: i64, width: usize) -> Option<usize> {
+    let m = mark?;
+    if m < t0 || m > t1 + (t1 - t0) / width.max(1) as i64 {
+        return None;
+    }
+    let span = (t1 - t0).max(1) as i128;
+    Some(((((m - t0) as i128) * width as i128 / (span + 1)) as usize).min(width - 1))
+}
+
+fn short_time(clock: Clock, t: i64) -> String {
+    match clock {
+        Clock::Wall => DateTime::from_timestamp_millis(t).map_or_else(
+            || t.to_string(),
+            |d| d.format("%Y-%m-%d %H:%M:%S").to_string(),
+        ),
+        other => other.format(t),
+    }
+}
+
+impl SeriesAnalysis {
+    fn device_for_chart(&self, device: u32) -> Option<&DeviceAnalysis> {
+        self.devices.iter().find(|d| d.index == device)
+    }
+
+    /// The mark in the device's clock: the given time, else the device's own failure.
+    fn mark_for(&self, d: &DeviceAnalysis, mark: Option<DateTime<Utc>>) -> Option<i64> {
+        match mark {
+            Some(m) if d.clock == Clock::Wall => Some(m.timestamp_millis()),
+            Some(_) => None,
+            None => self
+                .failures
+                .iter()
+                .rfind(|f| f.device == d.index && f.input == d.input)
+                .map(|f| f.at),
+        }
+    }
+
+    /// A one-line sparkline of a device's used memory, `width` columns, scaled to the
+    /// device total, with a second line marking the failure (`▲`) when `mark` (or the
+    /// series' own failure) falls inside. Empty when the device has no series.
+    pub fn sparkline(&self, device: u32, width: usize, mark: Option<DateTime<Utc>>) -> String {
+        let Some(d) = self.device_for_chart(device) else {
+            return String::new();
+        };
+        let width = width.max(4);
+        let (cols, t0, t1) = columns(d, width);
+        let top = d
+            .total_bytes
+            .or_else(|| cols.iter().flatten().copied().max())
+            .unwrap_or(1)
+            .max(1) as f64;
+        let mut out: String = cols
+            .iter()
+            .map(|c| match c {
+                None => ' ',
+                Some(v) => LEVELS[(1 + ((*v as f64 / top).min(1.0) * 7.0).round() as usize).min(8)],
+            })
+            .collect();
+        if let Some(mc) = mark_column(self.mark_for(d, mark), t0, t1, width) {
+            out.push('\n');
+            out.push_str(&" ".repeat(mc));
+            out.push('▲');
+        }
+        out
+    }
+
+    /// A small chart: `height` rows of `width` columns with the total and zero on the y
+    /// axis, start and end times under it, and the failure marked `▲` on the time axis.
+    pub fn chart(
+        &self,
+        device: u32,
+        width: usize,
+        height: usize,
+        mark: Option<DateTime<Utc>>,
+    ) -> String {
+        let Some(d) = self.device_for_chart(device) else {
+            return String::new();
+        };
+        let (width, height) = (width.max(8), height.clamp(1, 40));
+        let (cols, t0, t1) = columns(d, width);
+        let top_bytes = d
+            .total_bytes
+            .or_else(|| cols.iter().flatten().copied().max())
+            .unwrap_or(1)
+            .max(1);
+        let top = top_bytes as f64;
+        let top_label = format_bytes(top_bytes);
+        let pad = top_label.len().max(1);
+        let mut out = String::new();
+        for row in 0..height {
+            let label = if row == 0 {
+                format!("{top_label:>pad$} ┤")
+            } else if row == height - 1 {
+                format!("{:>pad$} ┤", "0")
+            } else {
+                format!("{:>pad$} │", "")
+            };
+            out.push_str(&label);
+            let floor = ((height - 1 - row) * 8) as f64;
+            for c in &cols {
+                let ch = match c {
+                    None => ' ',
+                    Some(v) => {
+                        let eighths = (*v as f64 / top).min(1.0) * (height * 8) as f64;
+                        let fill = (eighths - floor).clamp(0.0, 8.0).round() as usize;
+                        // Keep any non-zero sample visible on the bottom row.
+                        if fill == 0 && row == height - 1 {
+                            LEVELS[1]
+                        } else {
+                            LEVELS[fill]
+                        }
+                    }
+                };
+                out.push(ch);
+            }
+            out.push('\n');
+        }
+        let mc = mark_column(self.mark_for(d, mark), t0, t1, width);
+        let axis: String = (0..width)
+            .map(|i| if Some(i) == mc { '▲' } else { '─' })
+            .collect();
+        out.push_str(&format!("{:>pad$} └{axis}\n", ""));
+        let (start, end) = (short_time(d.clock, t0), short_time(d.clock, t1));
+        let gap = (width + 1).saturating_sub(start.len() + end.len()).max(1);
+        out.push_str(&format!("{:>pad$}  {start}{}{end}", "", " ".repeat(gap)));
+        if let (Some(m), Some(_)) = (self.mark_for(d, mark), mc) {
+            out.push_str(&format!(
+                "\n{:>pad$}  ▲ failure at {}",
+                "",
+                short_time(d.clock, m)
+            ));
+        }
+        out
+    }
+}

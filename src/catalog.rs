@@ -125,6 +125,14 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
+    // Local engines and the host side.
+    crate::engines::llamacpp::FACTS,
+    crate::engines::ollama::FACTS,
+    crate::engines::kernel::FACTS,
+    crate::engines::systemd::FACTS,
+    crate::engines::kubernetes::FACTS,
+    crate::engines::ray::FACTS,
+    crate::engines::slurm::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

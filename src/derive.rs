@@ -10,7 +10,12 @@ use crate::evidence::Facts;
 pub type Derivation = fn(&mut Facts);
 
 /// Every derivation, in the order they run.
-pub const DERIVATIONS: &[Derivation] = &[torch_oom, model_weights];
+pub const DERIVATIONS: &[Derivation] = &[
+    torch_oom,
+    model_weights,
+    // Local engines and the host side.
+    llamacpp_fit,
+];
 
 /// Runs every derivation.
 pub fn derive(facts: &mut Facts) {
@@ -99,6 +104,201 @@ fn model_weights(f: &mut Facts) {
     }
 }
 
+const GIB: f64 = 1073741824.0;
+
+fn round_down(x: f64, step: f64) -> f64 {
+    (x / step).floor() * step
+}
+
+/// llama.cpp (and Ollama's llama.cpp runner): what the logged capacity can hold. Free device
+/// memory at load (less 5%) is the budget; weights per layer come from the failed weights
+/// allocation (or the model buffers / file size), KV bytes per token from the KV buffers (or
+/// the failed KV allocation) over the context. Nothing is derived without the capacity.
+fn llamacpp_fit(f: &mut Facts) {
+    let single_gpu = f.num("llamacpp.gpu_count").is_none_or(|n| n <= 1.0);
+    let kind = f.str("llamacpp.alloc_kind").unwrap_or("").to_string();
+    // The budget: free device memory when the model was loaded.
+    let free_src = ["llamacpp.free_vram_bytes", "ollama.gpu_free_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    if let Some(src) = free_src {
+        if !f.contains("llamacpp.vram_budget_bytes") {
+            let free = f.num(src).unwrap_or(0.0);
+            f.derive("llamacpp.vram_budget_bytes", (free * 0.95).floor(), &[src]);
+        }
+    }
+    // KV bytes per token of context on the device.
+    if !f.contains("llamacpp.kv_bytes_per_token") {
+        let cells = ["llamacpp.kv_cells", "llamacpp.n_ctx"]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+        let kv = ["llamacpp.kv_gpu_bytes", "llamacpp.kv_bytes"]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+        match (kv, cells) {
+            (Some(kv), Some(cells)) => {
+                let v = f.num(kv).unwrap_or(0.0) / f.num(cells).unwrap_or(1.0);
+                f.derive("llamacpp.kv_bytes_per_token", v, &[kv, cells]);
+            }
+            _ => {
+                if let (true, true, Some(req), Some(n_ctx)) = (
+                    kind == "kv",
+                    single_gpu,
+                    f.num("oom.requested_bytes"),
+                    f.num("llamacpp.n_ctx").filter(|n| *n > 0.0),
+                ) {
+                    f.derive(
+                        "llamacpp.kv_bytes_per_token",
+                        req / n_ctx,
+                        &["oom.requested_bytes", "llamacpp.n_ctx"],
+                    );
+                }
+            }
+        }
+    }
+    // Weights of one layer on the device.
+    let n_layer = f.num("llamacpp.n_layer");
+    let all_layers = f.num("llamacpp.layers_total").or(n_layer.map(|n| n + 1.0));
+    let attempted = match (f.num("llamacpp.n_gpu_layers"), all_layers) {
+        (Some(ngl), Some(all)) => Some(ngl.min(all)),
+        (None, Some(all)) => Some(all),
+        (Some(ngl), None) => Some(ngl),
+        _ => None,
+    };
+    if !f.contains("llamacpp.layer_bytes") {
+        let req = f.num("oom.requested_bytes");
+        if let (true, true, Some(req), Some(att)) = (
+            kind == "weights",
+            single_gpu,
+            req,
+            attempted.filter(|a| *a > 0.0),
+        ) {
+            let mut from = vec!["oom.requested_bytes"];
+            from.extend(
+                [
+                    "llamacpp.n_gpu_layers",
+                    "llamacpp.layers_total",
+                    "llamacpp.n_layer",
+                ]
+                .into_iter()
+                .filter(|n| f.contains(n)),
+            );
+            f.derive("llamacpp.layer_bytes", req / att, &from);
+        } else if let (Some(m), Some(off)) = (
+            f.num("llamacpp.model_gpu_bytes").filter(|m| *m > 0.0),
+            f.num("llamacpp.layers_offloaded").filter(|n| *n > 0.0),
+        ) {
+            f.derive(
+                "llamacpp.layer_bytes",
+                m / off,
+                &["llamacpp.model_gpu_bytes", "llamacpp.layers_offloaded"],
+            );
+        } else if let (Some(w), Some(all)) = (f.num("model.weights_bytes"), all_layers) {
+            let mut from = vec!["model.weights_bytes"];
+            from.extend(
+                ["llamacpp.layers_total", "llamacpp.n_layer"]
+                    .into_iter()
+                    .filter(|n| f.contains(n)),
+            );
+            f.derive("llamacpp.layer_bytes", w / all, &from);
+        }
+    }
+    let Some(budget) = f.num("llamacpp.vram_budget_bytes") else {
+        return;
+    };
+    // Layers that fit, leaving room for the KV cache and compute buffers (what the log shows
+    // of them, else 15% of the budget and at least 1.5 GiB).
+    if let (Some(layer), false) = (
+        f.num("llamacpp.layer_bytes").filter(|l| *l > 0.0),
+        f.contains("llamacpp.ngl_fit"),
+    ) {
+        let shown = f.num("llamacpp.kv_gpu_bytes").unwrap_or(0.0)
+            + f.num("llamacpp.compute_gpu_bytes").unwrap_or(0.0);
+        let reserve = if shown > 0.0 && kind != "weights" {
+            shown
+        } else {
+            (0.15 * budget).max(1.5 * GIB)
+        };
+        let mut fit = ((budget - reserve) / layer).floor().max(0.0);
+        if let Some(att) = attempted {
+            fit = fit.min((att - 1.0).max(0.0));
+        }
+        let mut from = vec!["llamacpp.vram_budget_bytes", "llamacpp.layer_bytes"];
+        from.extend(
+            ["llamacpp.kv_gpu_bytes", "llamacpp.compute_gpu_bytes"]
+                .into_iter()
+                .filter(|n| f.contains(n) && kind != "weights"),
+        );
+        f.derive("llamacpp.ngl_fit", fit, &from);
+        // The quantization at which every layer would fit.
+        if let (Some(bpw), Some(all)) = (f.num("llamacpp.bpw"), all_layers) {
+            let bpw_fit = bpw * (budget - reserve) / (layer * all);
+            if bpw_fit > 0.0 && bpw_fit < bpw {
+                let v = (bpw_fit * 100.0).floor() / 100.0;
+                f.derive(
+                    "llamacpp.bpw_fit",
+                    v,
+                    &[
+                        "llamacpp.bpw",
+                        "llamacpp.vram_budget_bytes",
+                        "llamacpp.layer_bytes",
+                    ],
+                );
+                if let Some(q) = crate::engines::llamacpp::quant_for_bpw(bpw_fit) {
+                    f.derive("llamacpp.quant_fit", q, &["llamacpp.bpw_fit"]);
+                }
+            }
+        }
+    }
+    // Context that fits next to the weights and compute buffers.
+    if f.bool("llamacpp.kv_offload") == Some(false) || f.contains("llamacpp.ctx_fit_tokens") {
+        return;
+    }
+    let (Some(per_token), Some(weights)) = (
+        f.num("llamacpp.kv_bytes_per_token").filter(|v| *v > 0.0),
+        f.num("llamacpp.model_gpu_bytes"),
+    ) else {
+        return;
+    };
+    let compute_src = f.contains("llamacpp.compute_gpu_bytes") && kind != "compute";
+    let compute = if compute_src {
+        f.num("llamacpp.compute_gpu_bytes").unwrap_or(0.0)
+    } else {
+        GIB
+    };
+    let room = budget - weights - compute;
+    let mut from = vec![
+        "llamacpp.vram_budget_bytes",
+        "llamacpp.model_gpu_bytes",
+        "llamacpp.kv_bytes_per_token",
+    ];
+    if compute_src {
+        from.push("llamacpp.compute_gpu_bytes");
+    }
+    let step = |t: f64| if t >= 4096.0 { 1024.0 } else { 256.0 };
+    let fit = room / per_token;
+    if fit >= 256.0 {
+        f.derive("llamacpp.ctx_fit_tokens", round_down(fit, step(fit)), &from);
+    } else {
+        f.derive("llamacpp.ctx_fit_tokens", 0.0, &from);
+    }
+    let current = f
+        .str("llamacpp.type_k")
+        .unwrap_or("f16")
+        .to_ascii_lowercase();
+    if current == "f16" || current == "bf16" || current == "f32" {
+        let bytes_now = if current == "f32" { 32.0 } else { 16.0 };
+        let fit8 = room / (per_token * 8.5 / bytes_now);
+        if fit8 >= 256.0 {
+            f.derive(
+                "llamacpp.ctx_fit_q8_tokens",
+                round_down(fit8, step(fit8)),
+                &from,
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +316,55 @@ mod tests {
         assert_eq!(f.num("oom.unaccounted_bytes"), Some(11.0));
         assert_eq!(f.num("oom.non_torch_self_bytes"), Some(3.0));
         assert_eq!(f.num("oom.device_used_bytes"), Some(23.0));
+    }
+
+    const MIB: f64 = 1048576.0;
+
+    #[test]
+    fn llamacpp_weights_fit() {
+        // 70B Q4_K_M (80 layers + output) on a 24 GiB card with 23000 MiB free: the 40 GiB
+        // weights buffer failed.
+        let mut f = Facts::new();
+        f.set("llamacpp.free_vram_bytes", 23000.0 * MIB, None);
+        f.set("llamacpp.alloc_kind", "weights", None);
+        f.set("oom.requested_bytes", 40000.0 * MIB, None);
+        f.set("llamacpp.n_layer", 80.0, None);
+        f.set("llamacpp.bpw", 4.89, None);
+        derive(&mut f);
+        let layer = f.num("llamacpp.layer_bytes").unwrap();
+        assert!((layer - 40000.0 * MIB / 81.0).abs() < 1.0);
+        let ngl = f.num("llamacpp.ngl_fit").unwrap();
+        // budget 21850 MiB, reserve 3277.5 MiB -> 18572 MiB / 493.8 MiB = 37 layers
+        assert_eq!(ngl, 37.0);
+        assert!(ngl * layer <= 23000.0 * MIB * 0.95);
+        // 4.89 BPW x 18572 / 40000 MiB: below every usable quantization.
+        assert_eq!(f.num("llamacpp.bpw_fit"), Some(2.27));
+        assert_eq!(f.str("llamacpp.quant_fit"), None);
+    }
+
+    #[test]
+    fn llamacpp_context_fit() {
+        // 8B fits (4403 MiB weights); the 16 GiB KV for 131072 tokens did not.
+        let mut f = Facts::new();
+        f.set("llamacpp.free_vram_bytes", 23000.0 * MIB, None);
+        f.set("llamacpp.alloc_kind", "kv", None);
+        f.set("oom.requested_bytes", 16384.0 * MIB, None);
+        f.set("llamacpp.n_ctx", 131072.0, None);
+        f.set("llamacpp.model_gpu_bytes", 4403.0 * MIB, None);
+        derive(&mut f);
+        assert_eq!(f.num("llamacpp.kv_bytes_per_token"), Some(131072.0));
+        let ctx = f.num("llamacpp.ctx_fit_tokens").unwrap();
+        // (21850 - 4403 - 1024) MiB / 128 KiB per token = 131384 -> 131072
+        assert!(ctx <= (21850.0 - 4403.0 - 1024.0) * 8.0);
+        assert_eq!(ctx % 1024.0, 0.0);
+        let q8 = f.num("llamacpp.ctx_fit_q8_tokens").unwrap();
+        assert!(q8 > ctx);
+        // Without the capacity nothing is claimed.
+        let mut g = Facts::new();
+        g.set("llamacpp.alloc_kind", "kv", None);
+        g.set("oom.requested_bytes", 16384.0 * MIB, None);
+        g.set("llamacpp.n_ctx", 131072.0, None);
+        derive(&mut g);
+        assert!(!g.contains("llamacpp.ctx_fit_tokens"));
     }
 }

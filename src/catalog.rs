@@ -133,6 +133,8 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::kubernetes::FACTS,
     crate::engines::ray::FACTS,
     crate::engines::slurm::FACTS,
+    crate::engines::xla::FACTS,
+    crate::engines::deepspeed::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -15,6 +15,10 @@ pub const DERIVATIONS: &[Derivation] = &[
     model_weights,
     // Local engines and the host side.
     llamacpp_fit,
+    ollama_fit,
+    xla_fit,
+    host_fit,
+    ray_fit,
 ];
 
 /// Runs every derivation.
@@ -299,6 +303,249 @@ fn llamacpp_fit(f: &mut Facts) {
     }
 }
 
+/// Ollama: num_ctx that fits, from the runner's llama.cpp numbers when it printed them, else
+/// from Ollama's own estimate (KV = num_ctx × parallel tokens). For a refused load, the
+/// system-memory shortfall.
+fn ollama_fit(f: &mut Facts) {
+    if let (Some(req), Some(avail)) = (
+        f.num("ollama.system_required_bytes"),
+        f.num("ollama.system_available_bytes"),
+    ) {
+        if req > avail && !f.contains("ollama.system_shortfall_bytes") {
+            f.derive(
+                "ollama.system_shortfall_bytes",
+                req - avail,
+                &[
+                    "ollama.system_required_bytes",
+                    "ollama.system_available_bytes",
+                ],
+            );
+        }
+    }
+    if f.contains("ollama.num_ctx_fit") {
+        return;
+    }
+    let parallel_src = ["ollama.num_parallel", "llamacpp.n_seq_max"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v >= 1.0));
+    let parallel = parallel_src.and_then(|n| f.num(n)).unwrap_or(1.0);
+    let step = |t: f64| if t >= 4096.0 { 1024.0 } else { 256.0 };
+    let with_parallel = |mut v: Vec<&'static str>| {
+        if let Some(p) = parallel_src {
+            v.push(p);
+        }
+        v
+    };
+    // A refused load: cut the KV cache by the shortfall.
+    if let (Some(short), Some(num_ctx)) = (
+        f.num("ollama.system_shortfall_bytes"),
+        f.num("ollama.num_ctx"),
+    ) {
+        let kv_src = ["ollama.kv_cpu_bytes", "ollama.memory_required_kv_bytes"]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+        if let Some(kv_src) = kv_src {
+            let kv = f.num(kv_src).unwrap_or(0.0);
+            if kv > short * 1.1 {
+                let fit = num_ctx * (kv - short * 1.1) / kv;
+                if fit >= 256.0 {
+                    f.derive(
+                        "ollama.num_ctx_fit",
+                        round_down(fit, step(fit)),
+                        &["ollama.system_shortfall_bytes", "ollama.num_ctx", kv_src],
+                    );
+                }
+            }
+        }
+        return;
+    }
+    // The runner's numbers (llama.cpp lines) already gave a context that fits.
+    if let Some(total) = f.num("llamacpp.ctx_fit_tokens").filter(|t| *t > 0.0) {
+        let fit = total / parallel;
+        if fit >= 256.0 {
+            f.derive(
+                "ollama.num_ctx_fit",
+                round_down(fit, step(fit)),
+                &with_parallel(vec!["llamacpp.ctx_fit_tokens"]),
+            );
+        }
+        if let Some(q8) = f.num("llamacpp.ctx_fit_q8_tokens") {
+            let fit = q8 / parallel;
+            if fit >= 256.0 {
+                f.derive(
+                    "ollama.num_ctx_fit_q8",
+                    round_down(fit, step(fit)),
+                    &with_parallel(vec!["llamacpp.ctx_fit_q8_tokens"]),
+                );
+            }
+        }
+        return;
+    }
+    // Ollama's estimate.
+    let Some(num_ctx) = f.num("ollama.num_ctx") else {
+        return;
+    };
+    let ctx_total = num_ctx * parallel;
+    let kv_src = ["ollama.memory_required_kv_bytes", "ollama.kv_gpu_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    let free_src = ["ollama.gpu_free_bytes", "ollama.memory_available_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    let weights_src = [
+        "ollama.weights_gpu_bytes",
+        "llamacpp.model_gpu_bytes",
+        "ollama.memory_weights_bytes",
+    ]
+    .into_iter()
+    .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    let (Some(kv_src), Some(free_src), Some(weights_src)) = (kv_src, free_src, weights_src) else {
+        return;
+    };
+    let graph_src = ["ollama.graph_gpu_bytes", "ollama.memory_graph_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some());
+    let per_token = f.num(kv_src).unwrap_or(0.0) / ctx_total;
+    let graph = graph_src.and_then(|g| f.num(g)).unwrap_or(GIB);
+    let overhead = f.num("ollama.gpu_overhead_bytes").unwrap_or(0.0);
+    let room = f.num(free_src).unwrap_or(0.0) * 0.95
+        - overhead
+        - f.num(weights_src).unwrap_or(0.0)
+        - graph;
+    let mut from = with_parallel(vec!["ollama.num_ctx", kv_src, free_src, weights_src]);
+    if let Some(g) = graph_src {
+        from.push(g);
+    }
+    if per_token > 0.0 {
+        let fit = room / per_token / parallel;
+        if fit >= 256.0 && fit < num_ctx {
+            f.derive("ollama.num_ctx_fit", round_down(fit, step(fit)), &from);
+        }
+        let kv_type = f.str("ollama.kv_cache_type").unwrap_or("f16").to_string();
+        if kv_type == "f16" || kv_type.is_empty() {
+            let fit8 = room / (per_token * 8.5 / 16.0) / parallel;
+            if fit8 >= 256.0 {
+                f.derive("ollama.num_ctx_fit_q8", round_down(fit8, step(fit8)), &from);
+            }
+        }
+    }
+}
+
+/// XLA: the device size implied by the pool limit and the memory fraction (JAX preallocates
+/// 75% by default), and the fraction that would hold what the program asked for.
+fn xla_fit(f: &mut Facts) {
+    if !f.contains("xla.free_in_pool_bytes") {
+        if let (Some(l), Some(u)) = (f.num("xla.pool_limit_bytes"), f.num("xla.in_use_bytes")) {
+            f.derive(
+                "xla.free_in_pool_bytes",
+                (l - u).max(0.0),
+                &["xla.pool_limit_bytes", "xla.in_use_bytes"],
+            );
+        }
+    }
+    let jax = f.str("failure.engine") == Some("jax");
+    if !jax || f.contains("xla.mem_fraction_fit") {
+        return;
+    }
+    let Some(limit) = f.num("xla.pool_limit_bytes") else {
+        return;
+    };
+    let preallocating = f.bool("xla.preallocate") != Some(false);
+    let (fraction, mut from) = match f.num("xla.mem_fraction") {
+        Some(fr) => (fr, vec!["xla.pool_limit_bytes", "xla.mem_fraction"]),
+        None if preallocating => (0.75, vec!["xla.pool_limit_bytes"]),
+        None => return,
+    };
+    let total = limit / fraction;
+    if !f.contains("xla.device_total_bytes") {
+        f.derive("xla.device_total_bytes", total.round(), &from);
+    }
+    let used_src = ["xla.in_use_bytes", "xla.peak_in_use_bytes"]
+        .into_iter()
+        .find(|n| f.contains(n));
+    let (Some(used_src), Some(req)) = (used_src, f.num("oom.requested_bytes")) else {
+        return;
+    };
+    let need = f.num(used_src).unwrap_or(0.0) + req;
+    let fit = ((need / total + 0.02) * 20.0).ceil() / 20.0;
+    if fit > fraction && fit <= 0.95 {
+        from.push(used_src);
+        from.push("oom.requested_bytes");
+        f.derive("xla.mem_fraction_fit", fit, &from);
+    }
+}
+
+/// Host kills: what the workload needed at least, and a limit that holds it with headroom.
+fn host_fit(f: &mut Facts) {
+    if f.str("failure.kind") != Some("host-oom") || f.contains("host.required_bytes") {
+        return;
+    }
+    let limited = matches!(
+        f.str("host.killer"),
+        Some("memcg" | "kubernetes" | "docker" | "containerd" | "slurm" | "eviction")
+    );
+    let mut best: Option<(f64, &'static str)> = None;
+    let candidates: &[&'static str] = if limited {
+        &[
+            "host.cgroup_usage_bytes",
+            "host.victim_anon_rss_bytes",
+            "host.cgroup_limit_bytes",
+            "slurm.mem_bytes",
+        ]
+    } else {
+        &["host.victim_anon_rss_bytes", "host.cgroup_usage_bytes"]
+    };
+    for n in candidates {
+        if let Some(v) = f.num(n).filter(|v| *v > 0.0) {
+            if best.is_none_or(|(b, _)| v > b) {
+                best = Some((v, n));
+            }
+        }
+    }
+    let Some((req, src)) = best else {
+        return;
+    };
+    f.derive("host.required_bytes", req, &[src]);
+    if limited {
+        let fit = ((req * 1.25) / GIB).ceil() * GIB;
+        f.derive("host.limit_fit_bytes", fit, &["host.required_bytes"]);
+    }
+}
+
+/// Ray: a `memory=` request matching the killed task, and how many such tasks fit.
+fn ray_fit(f: &mut Facts) {
+    if f.str("host.killer") != Some("ray") {
+        return;
+    }
+    let Some(task) = f.num("host.victim_anon_rss_bytes").filter(|v| *v > 0.0) else {
+        return;
+    };
+    if !f.contains("ray.task_memory_fit_bytes") {
+        let fit = ((task * 1.2) / (GIB / 2.0)).ceil() * (GIB / 2.0);
+        f.derive(
+            "ray.task_memory_fit_bytes",
+            fit,
+            &["host.victim_anon_rss_bytes"],
+        );
+    }
+    if let (Some(total), Some(thr), false) = (
+        f.num("host.total_ram_bytes"),
+        f.num("ray.memory_usage_threshold"),
+        f.contains("ray.concurrency_fit"),
+    ) {
+        let n = (total * thr / (task * 1.2)).floor().max(1.0);
+        f.derive(
+            "ray.concurrency_fit",
+            n,
+            &[
+                "host.total_ram_bytes",
+                "ray.memory_usage_threshold",
+                "host.victim_anon_rss_bytes",
+            ],
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,5 +613,57 @@ mod tests {
         g.set("llamacpp.n_ctx", 131072.0, None);
         derive(&mut g);
         assert!(!g.contains("llamacpp.ctx_fit_tokens"));
+    }
+
+    #[test]
+    fn ollama_context_from_the_estimate() {
+        let mut f = Facts::new();
+        f.set("ollama.num_ctx", 32768.0, None);
+        f.set("ollama.num_parallel", 4.0, None);
+        f.set("ollama.memory_required_kv_bytes", 16.0 * GIB, None);
+        f.set("ollama.memory_available_bytes", 23.0 * GIB, None);
+        f.set("ollama.memory_weights_bytes", 4.5 * GIB, None);
+        f.set("ollama.memory_graph_bytes", 2.0 * GIB, None);
+        derive(&mut f);
+        // room 21.85 - 4.5 - 2 = 15.35 GiB; 128 KiB/token -> 125747 tokens / 4 -> 31436 -> 30720
+        assert_eq!(f.num("ollama.num_ctx_fit"), Some(30720.0));
+        let mut g = Facts::new();
+        g.set("ollama.system_required_bytes", 40.0 * GIB, None);
+        g.set("ollama.system_available_bytes", 32.0 * GIB, None);
+        g.set("ollama.num_ctx", 65536.0, None);
+        g.set("ollama.memory_required_kv_bytes", 16.0 * GIB, None);
+        derive(&mut g);
+        assert_eq!(g.num("ollama.system_shortfall_bytes"), Some(8.0 * GIB));
+        // (16 - 8.8) / 16 x 65536 = 29491 -> 29696? no: round down to 1024 -> 29696 is above; 28672
+        let fit = g.num("ollama.num_ctx_fit").unwrap();
+        assert!(fit <= 65536.0 * (16.0 - 8.8) / 16.0 && fit % 1024.0 == 0.0);
+    }
+
+    #[test]
+    fn xla_fraction_and_host_limits() {
+        let mut f = Facts::new();
+        f.set("failure.engine", "jax", None);
+        f.set("xla.pool_limit_bytes", 30.0 * GIB, None);
+        f.set("xla.in_use_bytes", 29.0 * GIB, None);
+        f.set("oom.requested_bytes", 4.0 * GIB, None);
+        derive(&mut f);
+        assert_eq!(f.num("xla.device_total_bytes"), Some(40.0 * GIB));
+        // (33/40 + 0.02) -> 0.845 -> 0.85
+        assert_eq!(f.num("xla.mem_fraction_fit"), Some(0.85));
+        let mut h = Facts::new();
+        h.set("failure.kind", "host-oom", None);
+        h.set("host.killer", "kubernetes", None);
+        h.set("host.cgroup_limit_bytes", 24.0 * GIB, None);
+        derive(&mut h);
+        assert_eq!(h.num("host.limit_fit_bytes"), Some(30.0 * GIB));
+        let mut r = Facts::new();
+        r.set("failure.kind", "host-oom", None);
+        r.set("host.killer", "ray", None);
+        r.set("host.victim_anon_rss_bytes", 9.5 * GIB, None);
+        r.set("host.total_ram_bytes", 62.8 * GIB, None);
+        r.set("ray.memory_usage_threshold", 0.95, None);
+        derive(&mut r);
+        assert_eq!(r.num("ray.task_memory_fit_bytes"), Some(11.5 * GIB));
+        assert_eq!(r.num("ray.concurrency_fit"), Some(5.0));
     }
 }

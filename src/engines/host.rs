@@ -18,7 +18,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "host.killer",
         Unit::Text,
-        "What killed the process or refused memory: kernel (global OOM killer), memcg (a cgroup / container limit), systemd (a unit's OOM kill), systemd-oomd, kubernetes (OOMKilled), eviction (kubelet node-pressure eviction), docker, containerd, ray (memory monitor), slurm, ollama (refused to load), allocator (a host allocation failed), dataloader, shell, unknown.",
+        "What killed the process or refused memory: kernel (global OOM killer), memcg (a cgroup / container limit), systemd (a unit's OOM kill), systemd-oomd, kubernetes (OOMKilled), eviction (kubelet node-pressure eviction), docker, containerd, ray (memory monitor), slurm, ollama (refused to load), allocator (a host allocation failed), signal (an engine saw its child die of SIGKILL), dataloader, shell, unknown.",
     ),
     fact(
         "host.constraint",
@@ -260,7 +260,15 @@ impl Recognizer for Host {
         // an orchestrator may report with numbers next to them: they are wrappers, so they
         // name no extra copy and yield to that report; alone they still make an incident.
         if let Some(c) = SHELL_KILLED.captures(text.trim_end()) {
-            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            // A Python victim is a PyTorch-side process, so the incident takes the engine the
+            // log shows (vLLM, DeepSpeed, ...).
+            let engine = match c.name("cmd").or(c.name("cmd2")).map(|m| {
+                super::local::engine_of_process(m.as_str().split_whitespace().next().unwrap_or(""))
+            }) {
+                Some(id::LINUX) | None => id::UNKNOWN,
+                Some(e) => e,
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
             f.wrapper = true;
             f.fact("host.killer", "shell", None)
                 .fact("host.signal", "KILL", None)
@@ -281,7 +289,13 @@ impl Recognizer for Host {
         if let Some(c) = EXIT_137.captures(text) {
             // Only a process exit, not any number 137 in a line.
             let m = c.name("code").expect("group code");
-            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            // torchrun's `failed (exitcode: -9) local_rank: 3` is PyTorch's launcher.
+            let engine = if text.contains("local_rank") || text.contains("exitcode") {
+                id::PYTORCH
+            } else {
+                id::UNKNOWN
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
             f.wrapper = true;
             f.fact("host.killer", "unknown", None)
                 .fact("host.signal", "KILL", None)

@@ -64,7 +64,7 @@ static TOTAL_SWAP: LazyLock<Regex> =
 static PAGES_RAM: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:^|\s)(?P<n>\d+) pages RAM").expect("static regex"));
 static MEMINFO_FREE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\sfree:(?P<n>\d+) free_pcp:").expect("static regex"));
+    LazyLock::new(|| Regex::new(r"(?:^|\s)free:(?P<n>\d+) free_pcp:").expect("static regex"));
 static CGROUP_STATS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Memory cgroup stats for (?P<p>\S+?):?\s*$").expect("static regex")
 });

@@ -110,6 +110,8 @@ impl Recognizer for Kubernetes {
         }
         if EVICTED.is_match(text) {
             let mut f = Failure::new("host-oom", id::KUBERNETES, Domain::Host);
+            // `kubectl describe` prints the message twice (status and events).
+            f.wrapper = line.preceding(80).iter().any(|l| EVICTED.is_match(&l.text));
             f.fact("host.killer", "eviction", None)
                 .fact("host.oom_reason", "Evicted", None)
                 .fact("host.constraint", "global", None)
@@ -182,6 +184,7 @@ impl Recognizer for Kubernetes {
         }
         if CONTAINERD_OOM.is_match(text) {
             let mut f = base("containerd");
+            f.engine = super::local::victim_engine_nearby(line, f.engine);
             f.fact("host.constraint", "memcg", None);
             f.wrapper = true;
             out.failure(f);

@@ -386,6 +386,12 @@ static FIT_PROJECTED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"projected to use (?P<used>\d+) MiB of device memory vs\. (?P<free>\d+) MiB of free device memory")
         .expect("static regex")
 });
+/// `--fit` per device: `- CUDA0 (RTX 4090): 24080 total, 26841 used, 4855 deficit` (Dec 2025)
+/// or `...: 24080 total, 22000 used, 1104 free vs. target of 1024` (2026).
+static FIT_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"-\s+(?P<dev>\S+) \([^)]*\):\s+(?P<total>\d+) total, (?P<used>\d+) used, ")
+        .expect("static regex")
+});
 static FIT_DEFICIT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"need to reduce device memory by (?P<n>\d+) MiB").expect("static regex")
 });
@@ -445,6 +451,8 @@ impl Recognizer for LlamaCpp {
             "type_k",
             "offloaded",
             "memory breakdown",
+            "breakdown_print",
+            " total, ",
             "projected to use",
             "reduce device memory",
             "context size reduced",
@@ -457,6 +465,7 @@ impl Recognizer for LlamaCpp {
             "warming up the model",
             "server is listening",
             "all slots are idle",
+            "launch_slot",
             "llama-server",
             "llama-cli",
             "--n-gpu-layers",
@@ -546,6 +555,20 @@ fn classify(line: &Line<'_>) -> &'static str {
     "unknown"
 }
 
+/// Whether this allocation failure is the pipeline-parallel compute buffer that llama.cpp
+/// retries without pipeline parallelism (recoverable): the retry notice follows it.
+fn retried(line: &Line<'_>) -> bool {
+    for l in line.following(4) {
+        if l.text.contains("retrying without pipeline parallelism") {
+            return true;
+        }
+        if !(CUDA_MALLOC.is_match(&l.text) || BUFFER_FAIL.is_match(&l.text)) {
+            return false;
+        }
+    }
+    false
+}
+
 /// `CUDA0` → 0; `ROCm1` → 1; `CPU` → none.
 fn device_of_buft(buft: &str) -> Option<u32> {
     let digits: String = buft
@@ -618,6 +641,9 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
     {
         return true;
     }
+    if (CUDA_MALLOC.is_match(text) || BUFFER_FAIL.is_match(text)) && retried(line) {
+        return true;
+    }
     if let Some(c) = CUDA_MALLOC.captures(text) {
         let err = c.name("err").map(|m| m.as_str()).unwrap_or("");
         let lower = err.to_ascii_lowercase();
@@ -661,10 +687,11 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         }
         // The backend line before it (`allocating ... cudaMalloc failed`) is the same
         // allocation: restate, don't count.
-        f.wrapper = line
-            .preceding(2)
-            .iter()
-            .any(|l| CUDA_MALLOC.is_match(&l.text) || l.text.contains("Malloc failed"));
+        f.wrapper = line.preceding(2).iter().any(|l| {
+            CUDA_MALLOC.is_match(&l.text)
+                || l.text.contains("Malloc failed")
+                || CPU_BUFFER_FAIL.is_match(&l.text)
+        });
         out.failure(f);
         return true;
     }
@@ -890,7 +917,10 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
         out.phase(PhaseMark::Warmup);
         return;
     }
-    if text.contains("server is listening") || text.contains("all slots are idle") {
+    if text.contains("server is listening on")
+        || text.contains("all slots are idle")
+        || text.contains("launch_slot")
+    {
         out.phase(PhaseMark::Serving);
         return;
     }
@@ -1069,6 +1099,23 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
         if let Some(b) = mib(f.as_str()) {
             out.fact("llamacpp.free_vram_bytes", b, span(&f));
         }
+        return;
+    }
+    if let Some(c) = FIT_DEVICE.captures(text) {
+        let m = c.name("total").expect("group total");
+        let here = mib(m.as_str()).unwrap_or(0) as f64;
+        let total = block_sum(
+            line,
+            here,
+            |t| {
+                FIT_DEVICE
+                    .captures(t)
+                    .and_then(|c| c.name("total").and_then(|m| mib(m.as_str())))
+                    .map(|v| v as f64)
+            },
+            16,
+        );
+        out.fact("llamacpp.device_total_bytes", total, span(&m));
         return;
     }
     if let Some(c) = FIT_DEFICIT.captures(text) {
@@ -1825,6 +1872,11 @@ mod tests {
                 "llama_params_fit_impl: projected to use 26841 MiB of device memory vs. 23010 MiB of free device memory",
                 "llamacpp.projected_bytes",
                 Value::Num(26841.0 * MIB),
+            ),
+            (
+                "llama_params_fit_impl:   - CUDA0 (RTX 4090): 24080 total, 26841 used, 4855 deficit",
+                "llamacpp.device_total_bytes",
+                Value::Num(24080.0 * MIB),
             ),
             (
                 "llama_params_fit_impl: cannot fulfill margin of 1024 MiB, need to reduce device memory by 4855 MiB",

@@ -268,6 +268,37 @@ pub(crate) fn walk_forward(line: &Line<'_>, max: usize, mut f: impl FnMut(&str) 
     }
 }
 
+/// The engine of the process a restating message (systemd's unit line, Slurm's `srun:
+/// error: ... Out Of Memory`) is about, from the kill reported just before it: the kernel's
+/// `Killed process N (comm)`, a shell's `Killed  python ...`, or Python on the lines nearby.
+/// A wrapper's engine replaces a `pytorch` incident's, so it must not be vaguer than that.
+pub(crate) fn victim_engine_nearby(line: &Line<'_>, default: &'static str) -> &'static str {
+    let mut found = None;
+    walk_back(line, 60, |raw| {
+        if let Some(i) = raw.find("Killed process ") {
+            let rest = &raw[i + "Killed process ".len()..];
+            if let (Some(a), Some(b)) = (rest.find('('), rest.find(')')) {
+                if a < b {
+                    found = Some(engine_of_process(&rest[a + 1..b]));
+                    return false;
+                }
+            }
+        }
+        if raw.contains(" Killed ") && raw.contains("python")
+            || raw.contains("torchrun")
+            || raw.contains("Traceback (most recent call last)")
+        {
+            found = Some(id::PYTORCH);
+            return false;
+        }
+        true
+    });
+    match found {
+        Some(id::LINUX) | None => default,
+        Some(e) => e,
+    }
+}
+
 /// Where a cgroup path says the process ran.
 pub(crate) fn container_of_cgroup(path: &str) -> Option<&'static str> {
     let p = path.to_ascii_lowercase();

@@ -24,6 +24,7 @@ pub mod training;
 
 // Local engines and the host side (llama.cpp, Ollama, XLA/TF, DeepSpeed, kernel, systemd,
 // Kubernetes, Ray, Slurm).
+pub mod deepspeed;
 pub mod kernel;
 pub mod kubernetes;
 pub mod llamacpp;
@@ -32,6 +33,7 @@ pub mod ollama;
 pub mod ray;
 pub mod slurm;
 pub mod systemd;
+pub mod xla;
 
 /// Stable engine identifiers, as they appear in the JSON `engine` field.
 pub mod id {
@@ -358,6 +360,8 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &kubernetes::Kubernetes,
         &ray::Ray,
         &slurm::Slurm,
+        &xla::Xla,
+        &deepspeed::DeepSpeed,
     ];
     ALL
 }

@@ -260,7 +260,9 @@ impl Recognizer for Ollama {
             out.failure(f);
             return;
         }
-        if text.contains("model requires more system memory than is currently available") {
+        if text.contains("model requires more system memory than is currently available")
+            && !text.contains("evicting")
+        {
             let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
             f.fact("host.killer", "ollama", None);
             f.wrapper = true;
@@ -274,7 +276,9 @@ impl Recognizer for Ollama {
             out.fact("ollama.runner_error", e.to_string(), span(&err));
             if e.contains("signal: killed") {
                 let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
-                f.fact("host.killer", "unknown", None)
+                // Killed from outside (usually the kernel or a cgroup): `signal`, so the
+                // generic `process-killed` advice (written for Python loaders) stays out.
+                f.fact("host.killer", "signal", None)
                     .fact("host.signal", "KILL", None)
                     .fact("host.exit_code", 137u32, None)
                     .fact("host.victim_name", "ollama runner", None);
@@ -313,6 +317,16 @@ impl Recognizer for Ollama {
         }
         let pairs = slog_pairs(text);
         let Some(msg) = pairs.iter().find(|p| p.key == "msg") else {
+            // Before slog, the server config was a plain log line:
+            // `2024/11/27 21:43:34 routes.go:1197: INFO server config env="map[...]"`.
+            if text.contains("server config") {
+                if let Some(env) = pairs.iter().find(|p| p.key == "env") {
+                    out.run_start();
+                    out.engine(id::OLLAMA);
+                    server_config(env.value, env.span.0, out);
+                    return;
+                }
+            }
             // A runner command line outside slog (`ollama runner --model ...`).
             if text.contains("ollama runner") || text.contains("ollama_llama_server") {
                 runner_command(text, out);
@@ -574,6 +588,11 @@ impl Recognizer for Ollama {
         if m.contains("model request too large for system") {
             let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
             f.fact("host.killer", "ollama", None);
+            // What the load needed is the request: refusals of different sizes across
+            // restarts are different incidents.
+            if let Some((b, sp)) = bytes("requested") {
+                f.fact("oom.requested_bytes", b, Some(sp));
+            }
             for (k, name) in [
                 ("requested", "ollama.system_required_bytes"),
                 ("available", "ollama.system_available_bytes"),
@@ -837,6 +856,9 @@ mod tests {
                 .iter()
                 .any(|r| matches!(r.obs, Observation::RunStart))
         );
+        let old_cfg = r#"2024/11/27 21:43:34 routes.go:1197: INFO server config env="map[OLLAMA_CONTEXT_LENGTH:2048 OLLAMA_NUM_PARALLEL:0]""#;
+        assert_eq!(fact(old_cfg, "ollama.num_ctx"), Some(Value::Num(2048.0)));
+        assert_eq!(fact(old_cfg, "ollama.num_parallel"), None, "0 = automatic");
         let cmd = r#"msg="starting llama server" cmd="/usr/local/bin/ollama runner --model /root/.ollama/models/blobs/sha256-6a0746a1 --ctx-size 32768 --batch-size 512 --n-gpu-layers 33 --threads 8 --flash-attn --kv-cache-type q8_0 --parallel 4 --port 40111""#;
         assert_eq!(fact(cmd, "ollama.num_ctx"), Some(Value::Num(8192.0)));
         assert_eq!(fact(cmd, "llamacpp.n_ctx"), Some(Value::Num(32768.0)));
@@ -904,6 +926,7 @@ mod tests {
         );
         // Look-alikes.
         assert!(failure(r#"msg="updated VRAM based on existing loaded models" gpu=GPU-1 library=cuda total="23.6 GiB" available="10.0 GiB""#).is_none());
+        assert!(failure(r#"level=INFO source=sched.go:1 msg="model requires more system memory than is currently available, evicting a model to make space" required=1 free=2"#).is_none());
         assert!(
             failure(r#"level=INFO source=server.go:1 msg="llama runner started in 3.01 seconds""#)
                 .is_none()

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::local::{size_bin, slurm_size, span};
+use super::local::{size_bin, slurm_size, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::catalog::{FactDef, fact};
 use crate::evidence::Unit;
@@ -117,7 +117,7 @@ impl Recognizer for Slurm {
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
         if let Some(c) = OOM_EVENT.captures(text) {
-            let mut f = failure();
+            let mut f = failure(line);
             if let Some(m) = c.name("n") {
                 if let Ok(n) = m.as_str().parse::<u32>() {
                     f.fact("host.oom_events", n, span(&m));
@@ -131,7 +131,7 @@ impl Recognizer for Slurm {
             return;
         }
         if let Some(c) = EXCEEDED.captures(text) {
-            let mut f = failure();
+            let mut f = failure(line);
             for (g, name) in [
                 ("u", "host.cgroup_usage_bytes"),
                 ("l", "host.cgroup_limit_bytes"),
@@ -146,7 +146,7 @@ impl Recognizer for Slurm {
             return;
         }
         if SRUN_OOM.is_match(text) || EXCEEDED_BARE.is_match(text) || STATE_OOM.is_match(text) {
-            let mut f = failure();
+            let mut f = failure(line);
             // slurmstepd's own line says more; these restate it.
             f.wrapper = true;
             out.failure(f);
@@ -199,8 +199,12 @@ impl Recognizer for Slurm {
     }
 }
 
-fn failure() -> Failure {
-    let mut f = Failure::new("host-oom", id::LINUX, Domain::Host);
+fn failure(line: &Line<'_>) -> Failure {
+    let mut f = Failure::new(
+        "host-oom",
+        victim_engine_nearby(line, id::LINUX),
+        Domain::Host,
+    );
     f.fact("host.killer", "slurm", None)
         .fact("host.constraint", "memcg", None)
         .fact("host.container", "slurm", None)

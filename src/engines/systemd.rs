@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::local::{container_of_cgroup, engine_of_process, span};
+use super::local::{container_of_cgroup, engine_of_process, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::catalog::FactDef;
 
@@ -103,7 +103,8 @@ impl Recognizer for Systemd {
         if let Some(c) = UNIT_OOM.captures(text) {
             let unit = c.name("unit").map(|m| m.as_str()).unwrap_or("");
             let by_oomd = c.name("n").is_some();
-            let mut f = Failure::new("host-oom", engine_of_unit(unit), Domain::Host);
+            let engine = victim_engine_nearby(line, engine_of_unit(unit));
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
             f.fact(
                 "host.killer",
                 if by_oomd { "systemd-oomd" } else { "systemd" },
@@ -122,7 +123,8 @@ impl Recognizer for Systemd {
             return;
         }
         if ACTIVE_OOM.is_match(text) {
-            let mut f = Failure::new("host-oom", id::SYSTEMD, Domain::Host);
+            let engine = victim_engine_nearby(line, id::SYSTEMD);
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
             f.fact("host.killer", "systemd", None)
                 .fact("host.container", "systemd", None);
             f.wrapper = true;
@@ -133,7 +135,8 @@ impl Recognizer for Systemd {
             // SIGKILL of a unit's main process: the OOM killer, or a stop timeout. Only
             // worth an incident next to OOM evidence, which is what a wrapper gives.
             let unit = c.name("unit").map(|m| m.as_str()).unwrap_or("");
-            let mut f = Failure::new("host-oom", engine_of_unit(unit), Domain::Host);
+            let engine = victim_engine_nearby(line, engine_of_unit(unit));
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
             f.fact("host.killer", "unknown", None)
                 .fact("host.signal", "KILL", None)
                 .fact("host.exit_code", 137u32, None)

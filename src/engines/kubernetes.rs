@@ -22,7 +22,8 @@ use crate::logscan::clean::clean_line;
 pub const FACTS: &[FactDef] = &[];
 
 static REASON_OOMKILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:^|\s)Reason:\s+OOMKilled\b|"reason":\s*"OOMKilled""#).expect("static regex")
+    Regex::new(r#"(?:^|\s)(?:Reason|reason):\s+OOMKilled\b|"reason":\s*"OOMKilled"|\breason="?OOMKilled\b"#)
+        .expect("static regex")
 });
 static GET_PODS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?P<pod>[a-z0-9][\w.-]*)\s+\d+/\d+\s+OOMKilled\s+(?P<restarts>\d+)")
@@ -44,8 +45,9 @@ static SYSTEM_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"System OOM encountered(?:, victim process: (?P<comm>[^,]+), pid: (?P<pid>\d+))?")
         .expect("static regex")
 });
-static DOCKER_OOM: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#""OOMKilled":\s*true"#).expect("static regex"));
+static DOCKER_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#""OOMKilled":\s*true|\bcontainer oom [0-9a-f]{12}"#).expect("static regex")
+});
 static CONTAINERD_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"TaskOOM event|publish OOM event|msg="?OOM event"#).expect("static regex")
 });
@@ -78,6 +80,7 @@ impl Recognizer for Kubernetes {
             "System OOM encountered",
             "TaskOOM",
             "OOM event",
+            "container oom",
             "--memory",
             "docker run",
             "--shm-size",
@@ -453,6 +456,8 @@ Containers:
         let f = failure("  Warning  SystemOOM  7m  kubelet  System OOM encountered, victim process: python3, pid: 40123").unwrap();
         assert_eq!(f.engine, id::PYTORCH);
         assert!(failure(r#"            "OOMKilled": true,"#).is_some());
+        assert!(failure("      reason: OOMKilled").is_some());
+        assert!(failure("2025-01-10T09:12:44.000000000Z container oom 7f3a9c2e1b5d4e0f8a6b (image=vllm/vllm-openai:latest, name=vllm)").is_some());
         assert!(
             failure(r#"time="2025-01-01T00:00:00Z" level=info msg="TaskOOM event &TaskOOM{ContainerID:abc,}""#)
                 .unwrap()

@@ -308,6 +308,10 @@ static COMPUTE_FAIL: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("static regex")
 });
+/// Metal at run time: `error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)`.
+static METAL_RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"kIOGPUCommandBufferCallbackErrorOutOfMemory").expect("static regex")
+});
 static KV_FULL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"failed to decode the batch: KV cache is full|KV cache is full - try increasing it")
         .expect("static regex")
@@ -375,7 +379,7 @@ static KV_SELF: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static VRAM_2023: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?P<what>VRAM used|total VRAM used|VRAM kv self)\s*[:=]\s*(?P<n>\d+(?:\.\d+)?) MB")
+    Regex::new(r"(?P<what>VRAM used|total VRAM used|VRAM kv self)\s*[:=]\s*(?P<n>\d+(?:\.\d+)?) (?P<u>MB|MiB)")
         .expect("static regex")
 });
 static BREAKDOWN_DEV: LazyLock<Regex> = LazyLock::new(|| {
@@ -420,6 +424,7 @@ impl Recognizer for LlamaCpp {
             "unable to allocate",
             "Device memory allocation of size",
             "ErrorOutOfDeviceMemory",
+            "kIOGPUCommandBufferCallbackErrorOutOfMemory",
             "error: out of memory",
             "current device:",
             "CUDA error",
@@ -725,6 +730,16 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
                 f.fact("oom.requested_bytes", b, span(&m));
             }
         }
+        out.failure(f);
+        return true;
+    }
+    if METAL_RUNTIME.is_match(text) {
+        let mut f = device_failure(line, "runtime", "metal", Some(0));
+        // `command buffer 0 failed with status 5` lines repeat it for every buffer.
+        f.wrapper = line
+            .preceding(3)
+            .iter()
+            .any(|l| METAL_RUNTIME.is_match(&l.text));
         out.failure(f);
         return true;
     }
@@ -1531,6 +1546,14 @@ mod tests {
                 true,
             ),
             (
+                "ggml_metal_graph_compute: command buffer 0 failed with status 5 error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+                "device-oom",
+                Some("metal"),
+                Some(0),
+                None,
+                false,
+            ),
+            (
                 "CUDA error 2 at ggml-cuda.cu:6951: out of memory",
                 "device-oom",
                 Some("cuda"),
@@ -1762,6 +1785,11 @@ mod tests {
                 "llm_load_tensors:      CUDA0 buffer size = 10678.72 MiB",
                 "llamacpp.model_gpu_bytes",
                 Value::Num((10678.72 * MIB).round()),
+            ),
+            (
+                "llm_load_tensors: VRAM used: 4095.05 MiB",
+                "llamacpp.model_gpu_bytes",
+                Value::Num((4095.05 * MIB).round()),
             ),
             (
                 "llm_load_tensors: VRAM used: 3719.02 MB",

@@ -200,12 +200,20 @@ static SYSTEM_MEMORY_ERR: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static RUNNER_TERMINATED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"llama runner process (?:has )?terminated: (?P<err>[^"}]*)"#)
+    Regex::new(r#"(?:llama runner process (?:has )?terminated: |llama runner terminated"?\s+error="?|an error was encountered while running the model: |error:? (?:starting|loading) the model: )(?P<err>[^"}]*)"#)
         .expect("static regex")
 });
 static LAYOUT_NUM_GPU: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"memory layout cannot be allocated with num_gpu = (?P<n>\d+)")
         .expect("static regex")
+});
+/// 0.12+: `msg=load request="{Operation:fit ... Parallel:1 BatchSize:512 FlashAttention:Enabled
+/// KvSize:8192 KvCacheType: NumThreads:8 GPULayers:49[...] ... UseMmap:false}"`.
+static LOAD_REQUEST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?P<k>Parallel|FlashAttention|KvSize|KvCacheType|GPULayers|UseMmap):(?P<v>[\w.]*)",
+    )
+    .expect("static regex")
 });
 static VERSION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\(version (?P<v>[\w.+-]+)\)").expect("static regex"));
@@ -230,11 +238,14 @@ impl Recognizer for Ollama {
             "msg=",
             "requires more system memory",
             "llama runner process",
+            "llama runner terminated",
+            "while running the model",
             "memory layout cannot be allocated",
             "insufficient memory - required allocations",
             "OLLAMA_",
             "ollama runner",
             "ollama_llama_server",
+            "KvSize:",
         ]
     }
 
@@ -376,6 +387,8 @@ impl Recognizer for Ollama {
             || m.contains("requested context size too large")
             || m.contains("predicted usage exceeds vram")
             || m.contains("loading model")
+            || m == "load"
+            || m.starts_with("load request")
             || m.contains("new model will fit");
         if !ours {
             return;
@@ -458,58 +471,28 @@ impl Recognizer for Ollama {
         }
         if m.starts_with("offload") {
             out.phase(PhaseMark::ModelLoad);
-            for (k, name) in [
-                ("layers.requested", "ollama.num_gpu"),
-                ("layers.model", "ollama.layers_model"),
-                ("layers.offload", "ollama.layers_offload"),
-            ] {
-                if let Some(p) = get(k) {
-                    if let Ok(n) = p.value.parse::<i64>() {
-                        if n >= 0 {
-                            out.fact(name, n as u64, Some(p.span));
-                        }
-                    }
+            // A pasted estimate is sometimes wrapped: continuation lines carry more pairs.
+            let mut joined = text.to_string();
+            let mut used = 0;
+            for next in line.following(6) {
+                let t = next.text.trim();
+                let continues = next.meta.timestamp.is_none()
+                    && (t.starts_with("layers.")
+                        || t.starts_with("memory.")
+                        || t.starts_with("projector."));
+                if !continues {
+                    break;
                 }
+                joined.push(' ');
+                joined.push_str(t);
+                used += 1;
             }
-            if let Some(p) = get("memory.available") {
-                let total: u64 = p
-                    .value
-                    .trim_matches(['[', ']'])
-                    .split(' ')
-                    .collect::<Vec<_>>()
-                    .chunks(2)
-                    .filter_map(|c| human_bytes(&c.join(" ")))
-                    .sum();
-                out.fact("ollama.memory_available_bytes", total, Some(p.span));
-            }
-            set_bytes(
-                out,
-                "ollama.memory_required_full_bytes",
-                "memory.required.full",
-            );
-            set_bytes(
-                out,
-                "ollama.memory_required_partial_bytes",
-                "memory.required.partial",
-            );
-            set_bytes(out, "ollama.memory_required_kv_bytes", "memory.required.kv");
-            set_bytes(out, "ollama.memory_weights_bytes", "memory.weights.total");
-            set_bytes(
-                out,
-                "ollama.memory_weights_repeating_bytes",
-                "memory.weights.repeating",
-            );
-            set_bytes(out, "ollama.gpu_overhead_bytes", "memory.gpu_overhead");
-            let partial = match (get("layers.offload"), get("layers.model")) {
-                (Some(o), Some(mo)) => o.value != mo.value,
-                _ => false,
-            };
-            let graph_key = if partial {
-                "memory.graph.partial"
+            if used > 0 {
+                out.consume(used);
+                offload(&joined, false, out);
             } else {
-                "memory.graph.full"
-            };
-            set_bytes(out, "ollama.memory_graph_bytes", graph_key);
+                offload(text, true, out);
+            }
             return;
         }
         if matches!(
@@ -579,6 +562,10 @@ impl Recognizer for Ollama {
             if let Some(cmd) = get("cmd") {
                 runner_command_at(cmd.value, cmd.span.0, text, out);
             }
+            return;
+        }
+        if m == "load" || m.starts_with("load request") || text.contains("KvSize:") {
+            load_request(text, out);
             return;
         }
         if m.starts_with("llama runner started") {
@@ -660,6 +647,116 @@ impl Recognizer for Ollama {
                 }
             }
         }
+    }
+}
+
+/// Ollama's estimate line (`msg="offload to cuda" layers.* memory.*`, every era).
+fn offload(text: &str, keep_spans: bool, out: &mut Emit) {
+    let pairs = slog_pairs(text);
+    let get = |k: &str| pairs.iter().find(|p| p.key == k);
+    let sp = |p: &super::local::Kv<'_>| keep_spans.then_some(p.span);
+    let bytes = |k: &str| get(k).and_then(|p| human_bytes(p.value).map(|b| (b, sp(p))));
+    let set_bytes = |out: &mut Emit, name: &'static str, k: &str| {
+        if let Some((b, s)) = bytes(k) {
+            out.fact(name, b, s);
+        }
+    };
+    for (k, name) in [
+        ("layers.requested", "ollama.num_gpu"),
+        ("layers.model", "ollama.layers_model"),
+        ("layers.offload", "ollama.layers_offload"),
+    ] {
+        if let Some(p) = get(k) {
+            if let Ok(n) = p.value.parse::<i64>() {
+                if n >= 0 {
+                    out.fact(name, n as u64, sp(p));
+                }
+            }
+        }
+    }
+    if let Some(p) = get("memory.available") {
+        let total: u64 = p
+            .value
+            .trim_matches(['[', ']'])
+            .split(' ')
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .filter_map(|c| human_bytes(&c.join(" ")))
+            .sum();
+        out.fact("ollama.memory_available_bytes", total, sp(p));
+    }
+    set_bytes(
+        out,
+        "ollama.memory_required_full_bytes",
+        "memory.required.full",
+    );
+    set_bytes(
+        out,
+        "ollama.memory_required_partial_bytes",
+        "memory.required.partial",
+    );
+    set_bytes(out, "ollama.memory_required_kv_bytes", "memory.required.kv");
+    set_bytes(out, "ollama.memory_weights_bytes", "memory.weights.total");
+    set_bytes(
+        out,
+        "ollama.memory_weights_repeating_bytes",
+        "memory.weights.repeating",
+    );
+    set_bytes(out, "ollama.gpu_overhead_bytes", "memory.gpu_overhead");
+    let partial = match (get("layers.offload"), get("layers.model")) {
+        (Some(o), Some(mo)) => o.value != mo.value,
+        _ => false,
+    };
+    let graph_key = if partial {
+        "memory.graph.partial"
+    } else {
+        "memory.graph.full"
+    };
+    set_bytes(out, "ollama.memory_graph_bytes", graph_key);
+}
+
+/// The runner's load request (0.12+): KvSize is num_ctx x parallel.
+fn load_request(text: &str, out: &mut Emit) {
+    let mut parallel: Option<u64> = None;
+    let mut kv_size: Option<(u64, (usize, usize))> = None;
+    for c in LOAD_REQUEST.captures_iter(text) {
+        let m = c.name("v").expect("group v");
+        let v = m.as_str();
+        let sp = Some((m.start(), m.end()));
+        match &c["k"] {
+            "Parallel" => {
+                if let Ok(n) = v.parse::<u64>() {
+                    if n > 0 {
+                        parallel = Some(n);
+                        out.fact("ollama.num_parallel", n, sp);
+                    }
+                }
+            }
+            "FlashAttention" => {
+                let on = matches!(v.to_ascii_lowercase().as_str(), "enabled" | "true" | "1");
+                out.fact("ollama.flash_attention", on, sp);
+            }
+            "KvSize" => {
+                if let Ok(n) = v.parse::<u64>() {
+                    kv_size = Some((n, (m.start(), m.end())));
+                    out.fact("llamacpp.n_ctx", n, sp);
+                }
+            }
+            "KvCacheType" => {
+                let t = if v.is_empty() { "f16" } else { v };
+                out.fact("ollama.kv_cache_type", t.to_ascii_lowercase(), sp);
+            }
+            "GPULayers" => {
+                if let Ok(n) = v.parse::<u64>() {
+                    out.fact("ollama.layers_offload", n, sp);
+                }
+            }
+            "UseMmap" => out.fact("llamacpp.mmap", v.eq_ignore_ascii_case("true"), sp),
+            _ => {}
+        }
+    }
+    if let Some((n, sp)) = kv_size {
+        out.fact("ollama.num_ctx", n / parallel.unwrap_or(1).max(1), Some(sp));
     }
 }
 
@@ -815,6 +912,18 @@ mod tests {
             fact(v2, "ollama.memory_required_full_bytes"),
             45.6 * GIB
         ));
+        let wrapped = "time=2025-05-23T17:16:43.377Z level=INFO source=server.go:168 msg=offload library=cuda layers.requested=49 layers.model=49\n layers.offload=37 layers.split=37,0 memory.available=\"[11.5 GiB 4.6 GiB]\"\n memory.required.full=\"14.9 GiB\" memory.required.kv=\"2.0 GiB\"\n";
+        let input: InputName = Arc::from("t.log");
+        let ev = crate::incident::analyze_log(&mut wrapped.as_bytes(), &input)
+            .unwrap()
+            .0;
+        assert_eq!(ev.context.num("ollama.layers_offload"), Some(37.0));
+        assert!(close(
+            ev.context
+                .get("ollama.memory_required_kv_bytes")
+                .map(|f| f.value.clone()),
+            2.0 * GIB
+        ));
         let v2b = r#"msg="offload to cuda" layers.requested=20 layers.model=33 layers.offload=20 memory.available="[7.6 GiB 7.6 GiB]""#;
         assert!(close(
             fact(v2b, "ollama.memory_available_bytes"),
@@ -865,6 +974,11 @@ mod tests {
         assert_eq!(fact(cmd, "ollama.num_gpu"), Some(Value::Num(33.0)));
         assert_eq!(fact(cmd, "ollama.flash_attention"), Some(Value::Bool(true)));
         assert_eq!(fact(cmd, "ollama.kv_cache_type"), Some(Value::str("q8_0")));
+        let req = r#"time=2025-10-01T10:00:00.000Z level=INFO source=runner.go:1171 msg=load request="{Operation:commit LoraPath:[] Parallel:2 BatchSize:512 FlashAttention:Enabled KvSize:16384 KvCacheType:q8_0 NumThreads:8 GPULayers:49[ID:GPU-1 Layers:49(0..48)] MultiUserCache:false ProjectorPath: MainGPU:0 UseMmap:false}""#;
+        assert_eq!(fact(req, "ollama.num_ctx"), Some(Value::Num(8192.0)));
+        assert_eq!(fact(req, "ollama.kv_cache_type"), Some(Value::str("q8_0")));
+        assert_eq!(fact(req, "ollama.flash_attention"), Some(Value::Bool(true)));
+        assert_eq!(fact(req, "llamacpp.mmap"), Some(Value::Bool(false)));
         let ver = r#"msg="Listening on 127.0.0.1:11434 (version 0.5.7)""#;
         assert_eq!(fact(ver, "ollama.version"), Some(Value::str("0.5.7")));
         let w = r#"level=WARN source=server.go:200 msg="quantized kv cache requested but flash attention disabled" type=q8_0"#;
@@ -905,6 +1019,14 @@ mod tests {
             f.get("llamacpp.alloc_kind").and_then(Value::as_str),
             Some("weights")
         );
+        let f = failure(
+            "Error: an error was encountered while running the model: CUDA error: out of memory",
+        )
+        .unwrap();
+        assert!(f.wrapper);
+        assert_eq!(f.engine, id::OLLAMA);
+        let f = failure(r#"level=ERROR source=server.go:1 msg="llama runner terminated" error="signal: killed""#).unwrap();
+        assert_eq!(f.kind, "host-oom");
         let f = failure(r#"msg="error loading llama server" error="llama runner process has terminated: signal: killed""#).unwrap();
         assert_eq!(f.kind, "host-oom");
         assert!(!f.wrapper);

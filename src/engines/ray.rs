@@ -94,6 +94,7 @@ impl Recognizer for Ray {
     fn anchors(&self) -> &'static [&'static str] {
         &[
             "running low on memory",
+            "NODE_OUT_OF_MEMORY",
             "Memory on the node",
             "killed due to memory pressure",
             "RAY_memory_usage_threshold",
@@ -194,9 +195,7 @@ impl Recognizer for Ray {
             out.failure(f);
             return;
         }
-        if text.contains("Task was killed due to the node running low on memory")
-            || text.contains("node running low on memory")
-        {
+        if text.contains("node running low on memory") || text.contains("NODE_OUT_OF_MEMORY") {
             let mut f = Failure::new("host-oom", id::RAY, Domain::Host);
             f.fact("host.killer", "ray", None)
                 .fact("host.container", "ray", None);
@@ -292,6 +291,7 @@ mod tests {
             f.get("ray.workers_killed").and_then(Value::as_f64),
             Some(2.0)
         );
+        assert!(failure("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. Worker exit type: NODE_OUT_OF_MEMORY").is_some());
         // Hard-wrapped summary: the second half still counts.
         assert!(failure(" actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons").is_some());
         // Not kills.

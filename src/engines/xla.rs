@@ -349,7 +349,11 @@ impl Recognizer for Xla {
             if let Some(c) = RESOURCE_EXHAUSTED.captures(text) {
                 let rest = c.name("rest").map(|m| m.as_str()).unwrap_or("");
                 let l = rest.to_ascii_lowercase();
-                if l.contains("out of memory") || l.contains("failed to allocate") {
+                if l.contains("out of memory")
+                    || l.contains("failed to allocate")
+                    || l.contains("attempting to reserve")
+                    || l.contains("attempting to allocate")
+                {
                     out.failure(xla_failure(line, "xla-runtime"));
                 }
             }
@@ -674,6 +678,7 @@ mod tests {
             f.get("oom.total_bytes").and_then(Value::as_f64),
             Some((15.48 * GIB).round())
         );
+        assert!(failure("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Attempting to reserve 5.12G at the bottom of memory. That was not possible. There are 3.31G free, 0B reserved, and 3.31G reservable.").is_some());
         // X-1 with nothing after it is the failure itself.
         let f = failure("Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.93GiB (rounded to 3149744640)requested by op model/dense/MatMul").unwrap();
         assert_eq!(

@@ -212,16 +212,16 @@ pub(crate) fn in_ollama(line: &Line<'_>) -> bool {
     {
         return true;
     }
-    line.preceding(400).iter().any(|l| {
-        l.meta
-            .process
-            .as_deref()
-            .is_some_and(|p| p.to_ascii_lowercase().contains("ollama"))
-            || l.text.starts_with("msg=")
-            || l.text.contains(" msg=\"")
-            || l.text.contains("ollama runner")
-            || l.text.contains("ollama_llama_server")
-    })
+    // Raw lines, unclean: a substring test is all this needs.
+    let mut found = false;
+    walk_back(line, 400, |raw| {
+        if raw.contains("msg=") || raw.contains("ollama") {
+            found = true;
+            return false;
+        }
+        true
+    });
+    found
 }
 
 /// Walks back from a line over at most `max` raw lines, nearest first (packed sibling lines

@@ -35,6 +35,7 @@ rules![
     "ollama-kv-context",
     "ollama-gpu-layers",
     "ollama-runner-killed",
+    "ollama-compute-graph",
     "xla-preallocation-cap",
     "xla-other-process",
     "xla-batch-too-large",

@@ -149,6 +149,7 @@ impl Recognizer for DeepSpeed {
             "train_micro_batch_size_per_gpu",
             "gradient_accumulation_steps",
             "DeepSpeed info",
+            "deepspeed/runtime/",
             "No executable batch size found",
         ]
     }
@@ -236,6 +237,12 @@ impl Recognizer for DeepSpeed {
         if text.contains("DeepSpeed info") {
             out.engine(id::DEEPSPEED);
             out.phase(PhaseMark::ModelLoad);
+        }
+        // A traceback through DeepSpeed's engine names it even when its banner is not in
+        // the pasted log.
+        if text.contains("deepspeed/runtime/") {
+            out.engine(id::DEEPSPEED);
+            return;
         }
         let zero_line = text.contains("zero")
             || text.contains("ZeRO")

@@ -192,7 +192,7 @@ static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*(?P<code>137|-9)\b").expect("static regex")
+    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
 });
 static NUM_WORKERS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
@@ -344,6 +344,8 @@ mod tests {
         assert!(failure("Killed").is_some());
         assert!(failure("subprocess.CalledProcessError: Command '['python', 'x.py']' returned non-zero exit status 137.").is_some());
         assert!(failure("processed 137 files").is_none());
+        // `docker ps -a`
+        assert!(failure("4f1e2d9a0b7c   vllm/vllm-openai:latest   \"python3 -m vllm.ent…\"   3 minutes ago   Exited (137) 2 minutes ago             vllm").is_some());
         assert!(failure("Killed 3 zombie workers during cleanup").is_none());
         assert_eq!(
             failure("zsh: killed     python3 serve.py")

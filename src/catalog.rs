@@ -128,6 +128,16 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::model::FACTS,
     crate::snapshot::FACTS,
     crate::timeseries::FACTS,
+    // Local engines and the host side.
+    crate::engines::llamacpp::FACTS,
+    crate::engines::ollama::FACTS,
+    crate::engines::kernel::FACTS,
+    crate::engines::systemd::FACTS,
+    crate::engines::kubernetes::FACTS,
+    crate::engines::ray::FACTS,
+    crate::engines::slurm::FACTS,
+    crate::engines::xla::FACTS,
+    crate::engines::deepspeed::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

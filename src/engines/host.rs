@@ -18,7 +18,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "host.killer",
         Unit::Text,
-        "What killed the process or refused memory: kernel, memcg, systemd-oomd, kubernetes, ray, slurm, docker, dataloader, shell, unknown.",
+        "What killed the process or refused memory: kernel (global OOM killer), memcg (a cgroup / container limit), systemd (a unit's OOM kill), systemd-oomd, kubernetes (OOMKilled), eviction (kubelet node-pressure eviction), docker, containerd, ray (memory monitor), slurm, ollama (refused to load), allocator (a host allocation failed), signal (an engine saw its child die of SIGKILL), dataloader, shell, unknown.",
     ),
     fact(
         "host.constraint",
@@ -106,6 +106,78 @@ pub const FACTS: &[FactDef] = &[
         Unit::Count,
         "num_workers of the DataLoader, when the log shows it.",
     ),
+    // Filled by the kernel, systemd, Kubernetes, Ray and Slurm recognisers.
+    fact(
+        "host.oom_reason",
+        Unit::Text,
+        "The killer's reason as printed: `Out of memory`, `Memory cgroup out of memory`, `oom_kill_allocating_task`, swap, pressure, OOMKilled, Evicted.",
+    ),
+    fact(
+        "host.used_ram_bytes",
+        Unit::Bytes,
+        "Memory in use on the host or node at the kill (Ray's memory monitor, systemd-oomd).",
+    ),
+    fact("host.swap_total_bytes", Unit::Bytes, "Total swap."),
+    fact(
+        "host.swap_used_bytes",
+        Unit::Bytes,
+        "Swap in use at the kill (systemd-oomd).",
+    ),
+    fact(
+        "host.memory_pressure",
+        Unit::Ratio,
+        "Memory pressure (PSI, 0..1) that made systemd-oomd act.",
+    ),
+    fact(
+        "host.pressure_limit",
+        Unit::Ratio,
+        "The limit systemd-oomd compared against (memory pressure or swap used, 0..1).",
+    ),
+    fact(
+        "host.container",
+        Unit::Text,
+        "Where the process ran, from its cgroup or the log: docker, kubernetes, slurm, systemd, ray.",
+    ),
+    fact(
+        "host.memory_request_bytes",
+        Unit::Bytes,
+        "The memory the scheduler reserved for the job (Kubernetes requests.memory, Ray's memory= resource).",
+    ),
+    fact(
+        "host.node_available_bytes",
+        Unit::Bytes,
+        "Memory available on the node when the kubelet evicted the pod.",
+    ),
+    fact(
+        "host.eviction_threshold_bytes",
+        Unit::Bytes,
+        "The kubelet's memory.available eviction threshold.",
+    ),
+    fact(
+        "host.restart_count",
+        Unit::Count,
+        "How many times the container was restarted (kubectl describe pod).",
+    ),
+    fact(
+        "host.oom_events",
+        Unit::Count,
+        "OOM-kill events the job's cgroup recorded (Slurm: `Detected N oom_kill events`).",
+    ),
+    fact(
+        "host.shm_size_bytes",
+        Unit::Bytes,
+        "Size of /dev/shm (docker --shm-size, Ray's object-store warning).",
+    ),
+    fact(
+        "host.required_bytes",
+        Unit::Bytes,
+        "Derived: the memory the killed workload needed at least (its usage, anon-rss, or the limit it exceeded).",
+    ),
+    fact(
+        "host.limit_fit_bytes",
+        Unit::Bytes,
+        "Derived: a memory limit that holds the usage the log shows with 25% headroom, rounded up to a GiB.",
+    ),
 ];
 
 static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
@@ -120,7 +192,7 @@ static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*(?P<code>137|-9)\b").expect("static regex")
+    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
 });
 static NUM_WORKERS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
@@ -190,8 +262,20 @@ impl Recognizer for Host {
             out.failure(f);
             return;
         }
+        // A shell's `Killed` and an exit status 137 restate a kill that the kernel, a cgroup or
+        // an orchestrator may report with numbers next to them: they are wrappers, so they
+        // name no extra copy and yield to that report; alone they still make an incident.
         if let Some(c) = SHELL_KILLED.captures(text.trim_end()) {
-            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            // A Python victim is a PyTorch-side process, so the incident takes the engine the
+            // log shows (vLLM, DeepSpeed, ...).
+            let engine = match c.name("cmd").or(c.name("cmd2")).map(|m| {
+                super::local::engine_of_process(m.as_str().split_whitespace().next().unwrap_or(""))
+            }) {
+                Some(id::LINUX) | None => id::UNKNOWN,
+                Some(e) => e,
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
+            f.wrapper = true;
             f.fact("host.killer", "shell", None)
                 .fact("host.signal", "KILL", None)
                 .fact("host.exit_code", 137u32, None);
@@ -211,7 +295,14 @@ impl Recognizer for Host {
         if let Some(c) = EXIT_137.captures(text) {
             // Only a process exit, not any number 137 in a line.
             let m = c.name("code").expect("group code");
-            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            // torchrun's `failed (exitcode: -9) local_rank: 3` is PyTorch's launcher.
+            let engine = if text.contains("local_rank") || text.contains("exitcode") {
+                id::PYTORCH
+            } else {
+                id::UNKNOWN
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
+            f.wrapper = true;
             f.fact("host.killer", "unknown", None)
                 .fact("host.signal", "KILL", None)
                 .fact("host.exit_code", 137u32, Some((m.start(), m.end())));
@@ -259,6 +350,8 @@ mod tests {
         assert!(failure("Killed").is_some());
         assert!(failure("subprocess.CalledProcessError: Command '['python', 'x.py']' returned non-zero exit status 137.").is_some());
         assert!(failure("processed 137 files").is_none());
+        // `docker ps -a`
+        assert!(failure("4f1e2d9a0b7c   vllm/vllm-openai:latest   \"python3 -m vllm.ent…\"   3 minutes ago   Exited (137) 2 minutes ago             vllm").is_some());
         assert!(failure("Killed 3 zombie workers during cleanup").is_none());
         assert_eq!(
             failure("zsh: killed     python3 serve.py")

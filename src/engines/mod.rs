@@ -22,6 +22,19 @@ pub mod host;
 pub mod pytorch;
 pub mod training;
 
+// Local engines and the host side (llama.cpp, Ollama, XLA/TF, DeepSpeed, kernel, systemd,
+// Kubernetes, Ray, Slurm).
+pub mod deepspeed;
+pub mod kernel;
+pub mod kubernetes;
+pub mod llamacpp;
+pub(crate) mod local;
+pub mod ollama;
+pub mod ray;
+pub mod slurm;
+pub mod systemd;
+pub mod xla;
+
 /// Stable engine identifiers, as they appear in the JSON `engine` field.
 pub mod id {
     pub const PYTORCH: &str = "pytorch";
@@ -335,7 +348,21 @@ pub trait Recognizer: Sync {
 
 /// Every recogniser, in the order they see a line.
 pub fn all() -> &'static [&'static dyn Recognizer] {
-    static ALL: &[&dyn Recognizer] = &[&pytorch::PyTorch, &training::Training, &host::Host];
+    static ALL: &[&dyn Recognizer] = &[
+        &pytorch::PyTorch,
+        &training::Training,
+        &host::Host,
+        // Local engines and the host side.
+        &llamacpp::LlamaCpp,
+        &ollama::Ollama,
+        &kernel::Kernel,
+        &systemd::Systemd,
+        &kubernetes::Kubernetes,
+        &ray::Ray,
+        &slurm::Slurm,
+        &xla::Xla,
+        &deepspeed::DeepSpeed,
+    ];
     ALL
 }
 

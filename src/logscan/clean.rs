@@ -36,9 +36,10 @@ pub struct CleanLine {
 }
 
 /// ANSI escape sequences: CSI (`ESC [ ... final`), OSC (`ESC ] ... BEL`), two-byte escapes,
-/// the caret form users paste (`^[[0;36m`), and orphaned SGR codes whose ESC byte was lost.
+/// the caret form users paste (`^[[0;36m`), rsyslog's octal escape (`#033[2m`), and orphaned
+/// SGR codes whose ESC byte was lost.
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m")
+    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|#033\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m")
         .expect("static regex")
 });
 
@@ -80,7 +81,8 @@ fn normalise_level(l: &str) -> String {
     }
 }
 
-const MONTH: &str = r"\p{L}{3,5}\.?";
+/// A month as journald prints it in any locale: `Feb`, `Mär`, `févr.`, `3月`, `10월`.
+const MONTH: &str = r"(?:\p{L}{3,5}\.?|\d{1,2}\s?[月월])";
 
 /// The prefix table. Order matters only for speed: each pass tries all of them.
 static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
@@ -99,9 +101,24 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         p(&format!(
             r"^(?P<ts>(?:{MONTH}\s+\d{{1,2}}|\d{{4}}-\d{{2}}-\d{{2}}T)\s*\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?:[+-]\d{{2}}:?\d{{2}}|Z)?)\s+[\w.-]+\s+(?P<proc>[\w.@/()-]+?)(?:\[(?P<pid>\d+)\])?:\s"
         )),
-        // dmesg: `[12345.678901] `, dmesg -T: `[Tue May 19 09:42:18 2026] `
+        // journald without the host field (as users trim it): `Feb 13 13:11:44 ollama[18421]: `
+        p(&format!(
+            r"^(?P<ts>{MONTH}\s+\d{{1,2}}\s+\d{{2}}:\d{{2}}:\d{{2}})\s+(?P<proc>[\w.@/-]+)\[(?P<pid>\d+)\]:\s"
+        )),
+        // dmesg: `[12345.678901] `, dmesg -T: `[Tue May 19 09:42:18 2026] `, localised `[Di Mai 19 ...]`
         p(r"^\[\s*(?P<ts>\d+\.\d+)\]\s*"),
-        p(r"^\[(?P<ts>\p{L}{3} \p{L}{3}\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]\s*"),
+        p(r"^\[(?P<ts>\p{L}{2,4}\.? \p{L}{3,5}\.?\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]\s*"),
+        // Go slog text (Ollama): `time=2025-01-31T20:48:19.586Z level=INFO source=server.go:104 `,
+        // sometimes after a terminal spinner character.
+        p(
+            r"^(?:[\u{2800}-\u{28FF}]\s*)?time=(?P<ts>\S+)\s+level=(?P<level>[A-Za-z]+)\s+(?:source=\S+\s+)?",
+        ),
+        // llama.cpp `--log-timestamps`: `0.00.035.060 I `
+        p(r"^(?P<ts>\d+\.\d{2}\.\d{3}\.\d{3})\s+(?P<level>[IWEDT])\s+"),
+        // Ray's glog-style header: `[2025-04-02 15:02:00,117 E 135782 135782] `
+        p(
+            r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?) (?P<level>[IWEF]) \d+ \d+\]\s*",
+        ),
         // vLLM: `INFO 04-28 04:07:49 worker.py:232] ` and `INFO 08-22 20:52:36 [gpu_worker.py:563] `
         p(
             r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?:\[[\w./-]+:\d+\]|[\w./-]+:\d+\])\s*",
@@ -151,7 +168,11 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
 
 /// Removes ANSI colour codes in all their forms.
 pub fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains('\x1b') && !text.contains("^[") && !text.contains("m") {
+    if !text.contains('\x1b')
+        && !text.contains("^[")
+        && !text.contains('m')
+        && !text.contains("#033")
+    {
         return std::borrow::Cow::Borrowed(text);
     }
     ANSI.replace_all(text, "")
@@ -276,6 +297,43 @@ mod tests {
         let c =
             clean("[Tue May 19 09:42:18 2026] Memory cgroup out of memory: Killed process 1 (x)");
         assert_eq!(c.text, "Memory cgroup out of memory: Killed process 1 (x)");
+    }
+
+    #[test]
+    fn local_engine_and_host_prefixes() {
+        let c = clean(
+            "3月 25 09:28:05 gpu-box ollama[2816880]: time=2026-03-25T09:28:05.821+08:00 level=WARN source=server.go:1044 msg=\"model request too large for system\" requested=\"338.1 GiB\"",
+        );
+        assert_eq!(
+            c.text,
+            "msg=\"model request too large for system\" requested=\"338.1 GiB\""
+        );
+        assert_eq!(c.meta.process.as_deref(), Some("ollama"));
+        assert_eq!(c.meta.level.as_deref(), Some("WARNING"));
+        let c = clean("Feb 13 13:11:44 ollama[18421]: print_info: n_layer          = 92");
+        assert_eq!(c.text, "print_info: n_layer          = 92");
+        assert_eq!(c.meta.pid, Some(18421));
+        let c = clean("10월 19 15:17:57 vm1 kernel: Out of memory: Killed process 1 (x)");
+        assert_eq!(c.text, "Out of memory: Killed process 1 (x)");
+        let c = clean(
+            "⠹ time=2025-01-31T20:48:19.586Z level=INFO source=server.go:104 msg=\"system memory\" total=\"1690.2 GiB\"",
+        );
+        assert_eq!(c.text, "msg=\"system memory\" total=\"1690.2 GiB\"");
+        let c =
+            clean("0.00.035.060 I llama_model_loader: loaded meta data with 30 key-value pairs");
+        assert_eq!(
+            c.text,
+            "llama_model_loader: loaded meta data with 30 key-value pairs"
+        );
+        let c = clean(
+            "#033[2m#033[33m(raylet)#033[0m [2025-04-02 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM)",
+        );
+        assert_eq!(
+            c.text,
+            "node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM)"
+        );
+        let c = clean("[Di Mai 19 09:42:18 2026] oom-kill:constraint=CONSTRAINT_MEMCG");
+        assert_eq!(c.text, "oom-kill:constraint=CONSTRAINT_MEMCG");
     }
 
     #[test]

@@ -125,6 +125,11 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
+    // LLM serving engines.
+    crate::engines::vllm::FACTS,
+    crate::engines::sglang::FACTS,
+    crate::engines::tgi::FACTS,
+    crate::engines::trtllm::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -10,7 +10,12 @@ use crate::evidence::Facts;
 pub type Derivation = fn(&mut Facts);
 
 /// Every derivation, in the order they run.
-pub const DERIVATIONS: &[Derivation] = &[torch_oom, model_weights];
+pub const DERIVATIONS: &[Derivation] = &[
+    torch_oom,
+    model_weights,
+    // LLM serving engines.
+    vllm,
+];
 
 /// Runs every derivation.
 pub fn derive(facts: &mut Facts) {
@@ -99,6 +104,103 @@ fn model_weights(f: &mut Facts) {
     }
 }
 
+/// vLLM's KV arithmetic: tokens from V0 blocks, the device total from the budget, bytes per
+/// token, and the longest sequence the cache holds.
+fn vllm(f: &mut Facts) {
+    if !f.contains("vllm.kv_cache_tokens") {
+        if let Some(blocks) = f.num("vllm.gpu_blocks") {
+            // 16 tokens per block is vLLM's CUDA default when the log does not say.
+            let bs = f.num("vllm.block_size").unwrap_or(16.0);
+            f.derive(
+                "vllm.kv_cache_tokens",
+                blocks * bs,
+                &["vllm.gpu_blocks", "vllm.block_size"],
+            );
+        } else if let (Some(c), Some(len)) =
+            (f.num("vllm.max_concurrency"), f.num("vllm.max_model_len"))
+        {
+            f.derive(
+                "vllm.kv_cache_tokens",
+                (c * len).floor(),
+                &["vllm.max_concurrency", "vllm.max_model_len"],
+            );
+        }
+    }
+    if !f.contains("vllm.gpu_total_bytes") {
+        if let (Some(b), Some(u)) = (
+            f.num("vllm.budget_bytes"),
+            f.num("vllm.gpu_memory_utilization"),
+        ) {
+            if u > 0.0 {
+                f.derive(
+                    "vllm.gpu_total_bytes",
+                    b / u,
+                    &["vllm.budget_bytes", "vllm.gpu_memory_utilization"],
+                );
+            }
+        }
+    }
+    if !f.contains("vllm.budget_bytes") {
+        if let (Some(t), Some(u)) = (
+            f.num("vllm.gpu_total_bytes"),
+            f.num("vllm.gpu_memory_utilization"),
+        ) {
+            f.derive(
+                "vllm.budget_bytes",
+                t * u,
+                &["vllm.gpu_total_bytes", "vllm.gpu_memory_utilization"],
+            );
+        }
+    }
+    if !f.contains("vllm.kv_bytes_per_token") {
+        match (
+            f.num("vllm.kv_cache_bytes"),
+            f.num("vllm.kv_cache_tokens"),
+            f.num("vllm.kv_needed_bytes"),
+            f.num("vllm.max_model_len"),
+        ) {
+            (Some(b), Some(t), _, _) if b > 0.0 && t > 0.0 => f.derive(
+                "vllm.kv_bytes_per_token",
+                b / t,
+                &["vllm.kv_cache_bytes", "vllm.kv_cache_tokens"],
+            ),
+            (_, _, Some(need), Some(len)) if need > 0.0 && len > 0.0 => f.derive(
+                "vllm.kv_bytes_per_token",
+                need / len,
+                &["vllm.kv_needed_bytes", "vllm.max_model_len"],
+            ),
+            _ => {}
+        }
+    }
+    if !f.contains("vllm.kv_capacity_tokens") {
+        if f.contains("vllm.estimated_max_model_len") {
+            let v = f.num("vllm.estimated_max_model_len").unwrap_or(0.0);
+            f.derive(
+                "vllm.kv_capacity_tokens",
+                v,
+                &["vllm.estimated_max_model_len"],
+            );
+        } else if let Some(t) = f.num("vllm.kv_cache_tokens") {
+            f.derive(
+                "vllm.kv_capacity_tokens",
+                t.max(0.0),
+                &["vllm.kv_cache_tokens"],
+            );
+        } else if let (Some(b), Some(per)) = (
+            f.num("vllm.kv_cache_bytes"),
+            f.num("vllm.kv_bytes_per_token"),
+        ) {
+            if per > 0.0 {
+                f.derive(
+                    "vllm.kv_capacity_tokens",
+                    (b / per).floor().max(0.0),
+                    &["vllm.kv_cache_bytes", "vllm.kv_bytes_per_token"],
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +218,25 @@ mod tests {
         assert_eq!(f.num("oom.unaccounted_bytes"), Some(11.0));
         assert_eq!(f.num("oom.non_torch_self_bytes"), Some(3.0));
         assert_eq!(f.num("oom.device_used_bytes"), Some(23.0));
+    }
+
+    #[test]
+    fn vllm_capacity_from_the_v1_error() {
+        let gib = 1073741824.0;
+        let mut f = Facts::new();
+        f.set("vllm.max_model_len", 131072.0, None);
+        f.set("vllm.kv_needed_bytes", 16.0 * gib, None);
+        f.set("vllm.kv_cache_bytes", 5.5 * gib, None);
+        derive(&mut f);
+        assert_eq!(f.num("vllm.kv_bytes_per_token"), Some(131072.0));
+        assert_eq!(f.num("vllm.kv_capacity_tokens"), Some(45056.0));
+        let mut f = Facts::new();
+        f.set("vllm.gpu_blocks", 1478.0, None);
+        f.set("vllm.budget_bytes", 21.2 * gib, None);
+        f.set("vllm.gpu_memory_utilization", 0.9, None);
+        derive(&mut f);
+        assert_eq!(f.num("vllm.kv_cache_tokens"), Some(23648.0));
+        assert_eq!(f.num("vllm.kv_capacity_tokens"), Some(23648.0));
+        assert!((f.num("vllm.gpu_total_bytes").unwrap() - 21.2 * gib / 0.9).abs() < 1.0);
     }
 }

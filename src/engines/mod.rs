@@ -22,6 +22,13 @@ pub mod host;
 pub mod pytorch;
 pub mod training;
 
+// LLM serving engines.
+pub(crate) mod serving;
+pub mod sglang;
+pub mod tgi;
+pub mod trtllm;
+pub mod vllm;
+
 /// Stable engine identifiers, as they appear in the JSON `engine` field.
 pub mod id {
     pub const PYTORCH: &str = "pytorch";
@@ -335,7 +342,16 @@ pub trait Recognizer: Sync {
 
 /// Every recogniser, in the order they see a line.
 pub fn all() -> &'static [&'static dyn Recognizer] {
-    static ALL: &[&dyn Recognizer] = &[&pytorch::PyTorch, &training::Training, &host::Host];
+    static ALL: &[&dyn Recognizer] = &[
+        &pytorch::PyTorch,
+        &training::Training,
+        &host::Host,
+        // LLM serving engines.
+        &vllm::Vllm,
+        &sglang::Sglang,
+        &tgi::Tgi,
+        &trtllm::TrtLlm,
+    ];
     ALL
 }
 

@@ -15,6 +15,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     model_weights,
     // LLM serving engines.
     vllm,
+    trtllm,
 ];
 
 /// Runs every derivation.
@@ -107,6 +108,11 @@ fn model_weights(f: &mut Facts) {
 /// vLLM's KV arithmetic: tokens from V0 blocks, the device total from the budget, bytes per
 /// token, and the longest sequence the cache holds.
 fn vllm(f: &mut Facts) {
+    // vLLM's default budget is 0.9 in every version; when the log shows vLLM ran but not
+    // the setting, the default was in force. Its source is the line that names the version.
+    if !f.contains("vllm.gpu_memory_utilization") && f.contains("vllm.version") {
+        f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.version"]);
+    }
     if !f.contains("vllm.kv_cache_tokens") {
         if let Some(blocks) = f.num("vllm.gpu_blocks") {
             // 16 tokens per block is vLLM's CUDA default when the log does not say.
@@ -123,6 +129,16 @@ fn vllm(f: &mut Facts) {
                 "vllm.kv_cache_tokens",
                 (c * len).floor(),
                 &["vllm.max_concurrency", "vllm.max_model_len"],
+            );
+        }
+    }
+    // V1 logs the non-KV total and what is left for the KV cache: together, the budget.
+    if !f.contains("vllm.budget_bytes") {
+        if let (Some(n), Some(kv)) = (f.num("vllm.non_kv_bytes"), f.num("vllm.kv_cache_bytes")) {
+            f.derive(
+                "vllm.budget_bytes",
+                n + kv,
+                &["vllm.non_kv_bytes", "vllm.kv_cache_bytes"],
             );
         }
     }
@@ -197,6 +213,23 @@ fn vllm(f: &mut Facts) {
                     &["vllm.kv_cache_bytes", "vllm.kv_bytes_per_token"],
                 );
             }
+        }
+    }
+}
+
+/// TensorRT-LLM: the KV pool's default share (0.9 of the free memory) when the log shows the
+/// runtime but not the setting, and KV tokens from blocks.
+fn trtllm(f: &mut Facts) {
+    if !f.contains("trtllm.free_gpu_memory_fraction") && f.contains("trtllm.version") {
+        f.derive("trtllm.free_gpu_memory_fraction", 0.9, &["trtllm.version"]);
+    }
+    if !f.contains("trtllm.kv_tokens") {
+        if let (Some(b), Some(t)) = (f.num("trtllm.kv_blocks"), f.num("trtllm.tokens_per_block")) {
+            f.derive(
+                "trtllm.kv_tokens",
+                b * t,
+                &["trtllm.kv_blocks", "trtllm.tokens_per_block"],
+            );
         }
     }
 }

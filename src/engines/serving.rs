@@ -282,6 +282,17 @@ pub(crate) fn read_flags(line: &Line<'_>, keys: &[Key], out: &mut Emit) -> usize
     n
 }
 
+/// A traceback's source-code line (`raise ValueError("No available memory ..."`), which
+/// quotes a message without being one.
+pub(crate) fn is_source_line(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with("raise ")
+        || t.starts_with("f\"")
+        || t.starts_with("msg = ")
+        || t.starts_with("logger.")
+        || t.starts_with("error_msg = ")
+}
+
 /// Lines this far back are searched for an earlier start line of the same launch.
 const START_WINDOW: usize = 80;
 

@@ -159,6 +159,11 @@ pub const FACTS: &[FactDef] = &[
         "Requests retracted (preempted) when the KV pool filled up.",
     ),
     fact(
+        "sglang.req_slots_exhausted",
+        Unit::Flag,
+        "`alloc_req_slots runs out of memory`: more running requests than request slots.",
+    ),
+    fact(
         "sglang.requested_tokens",
         Unit::Tokens,
         "Tokens a prefill or decode batch asked the pool for when it ran out (`Try to allocate N tokens`).",
@@ -363,11 +368,23 @@ impl Recognizer for Sglang {
             "token usage:",
             "fired up and ready to roll",
             "memory leak detected",
+            "/sglang/srt/",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if super::serving::is_source_line(text) {
+            return;
+        }
+
+        // A traceback frame in SGLang's runtime names the engine.
+        if text.trim_start().starts_with("File \"") {
+            if text.contains("/sglang/srt/") {
+                out.engine(id::SGLANG);
+            }
+            return;
+        }
 
         if is_start(text) {
             if !start_already_seen(line, is_start) {
@@ -496,7 +513,9 @@ impl Recognizer for Sglang {
         if text.contains(REQ_SLOTS) {
             out.engine(id::SGLANG);
             out.phase(PhaseMark::Serving);
-            out.failure(Failure::new("kv-exhausted", id::SGLANG, Domain::Device));
+            let mut f = Failure::new("kv-exhausted", id::SGLANG, Domain::Device);
+            f.fact("sglang.req_slots_exhausted", true, None);
+            out.failure(f);
             return;
         }
 

@@ -162,9 +162,10 @@ static PREFILL_OOM: LazyLock<Regex> = LazyLock::new(|| {
         r"Not enough memory to handle (?:(?P<total>\d+) total tokens with )?(?P<n>\d+) prefill tokens",
     )
 });
-/// T-3.
-static TOTAL_OOM: LazyLock<Regex> =
-    LazyLock::new(|| re(r"Not enough memory to handle `max_total_tokens=(?P<n>\d+)`"));
+/// T-3, as the router displays it and as the launcher's `Error: ...` debug-prints it.
+static TOTAL_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"Not enough memory to handle `max_total_tokens=(?P<n>\d+)`|NotEnoughMemory\((?P<n2>\d+)\)")
+});
 /// T-4.
 static KV_TOKENS: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?:Inferred max batch total tokens:|Setting max batch total tokens to) (?P<n>\d+)")
@@ -238,11 +239,24 @@ impl Recognizer for Tgi {
             "Warming up model",
             "Method Warmup",
             "signaled to shutdown",
+            "NotEnoughMemory(",
+            "text_generation_server/",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if super::serving::is_source_line(text) {
+            return;
+        }
+
+        // A traceback frame in the Python shard names the engine.
+        if text.trim_start().starts_with("File \"") {
+            if text.contains("text_generation_server/") {
+                out.engine(id::TGI);
+            }
+            return;
+        }
 
         if is_start(text) {
             if !start_already_seen(line, is_start) {
@@ -268,7 +282,7 @@ impl Recognizer for Tgi {
             out.engine(id::TGI);
             out.phase(PhaseMark::Warmup);
             let mut f = Failure::new("kv-capacity", id::TGI, Domain::Device);
-            if let Some((v, sp)) = num_of(&c, "n") {
+            if let Some((v, sp)) = num_of(&c, "n").or_else(|| num_of(&c, "n2")) {
                 f.fact("tgi.max_total_tokens", v, Some(sp));
             }
             out.failure(f);
@@ -517,6 +531,13 @@ mod tests {
             (
                 "T-3",
                 "2025-01-10T10:00:00.000000Z ERROR text_generation_launcher: Not enough memory to handle `max_total_tokens=32768`",
+                "kv-capacity",
+                "tgi.max_total_tokens",
+                32768.0,
+            ),
+            (
+                "T-3 debug",
+                "Error: Backend(V3(NotEnoughMemory(32768)))",
                 "kv-capacity",
                 "tgi.max_total_tokens",
                 32768.0,

@@ -298,11 +298,23 @@ impl Recognizer for TrtLlm {
             "cudaMalloc",
             EXECUTOR_OOM,
             "host_step_time",
+            "/tensorrt_llm/",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if super::serving::is_source_line(text) {
+            return;
+        }
+
+        // A traceback frame in TensorRT-LLM's Python names the engine.
+        if text.trim_start().starts_with("File \"") {
+            if text.contains("/tensorrt_llm/") {
+                out.engine(id::TRTLLM);
+            }
+            return;
+        }
 
         if is_start(text) {
             if !start_already_seen(line, is_start) {

@@ -434,6 +434,16 @@ static SAMPLER_OOM: LazyLock<Regex> = LazyLock::new(|| {
 /// V-W4.
 const LOAD_OOM: &str = "Failed to load model - not enough GPU memory";
 
+/// Directories of vLLM's engine machinery (not its model layers, which SGLang reuses).
+const ENGINE_FRAMES: &[&str] = &[
+    "/vllm/engine/",
+    "/vllm/v1/",
+    "/vllm/worker/",
+    "/vllm/entrypoints/",
+    "/vllm/executor/",
+    "/vllm/model_executor/model_loader/",
+];
+
 /// The vLLM recogniser.
 pub struct Vllm;
 
@@ -522,11 +532,25 @@ impl Recognizer for Vllm {
             "Starting vLLM API server",
             "Application startup complete",
             "Processed prompts",
+            "/vllm/",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if super::serving::is_source_line(text) {
+            return;
+        }
+
+        // A traceback frame in vLLM's own engine code names the engine even when the log
+        // is only the traceback. Its model layers are shared with other engines (SGLang
+        // imports them), so only the engine's machinery counts.
+        if text.trim_start().starts_with("File \"") {
+            if ENGINE_FRAMES.iter().any(|d| text.contains(d)) {
+                out.engine(id::VLLM);
+            }
+            return;
+        }
 
         // Start lines: the first of a launch resets the context (a restart).
         if is_start(text) {

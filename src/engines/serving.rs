@@ -293,6 +293,22 @@ pub(crate) fn is_source_line(text: &str) -> bool {
         || t.starts_with("error_msg = ")
 }
 
+/// Copies the numbers of a PyTorch allocator OOM that an engine embeds in its own message
+/// (`(original error: CUDA out of memory. Tried to allocate ...)`, `Capture cuda graph
+/// failed: CUDA out of memory ...`) into the engine's wrapper failure, so the wrapper carries
+/// them even where the PyTorch line itself is cut or wrapped.
+/// `offset` is where `text` starts in the line, so spans point into the line.
+pub(crate) fn embed_torch_oom(f: &mut super::Failure, text: &str, offset: usize) {
+    if let Some(t) = super::pytorch::parse_allocator_oom(text) {
+        f.device = f.device.or(t.device);
+        for (name, value, span) in t.facts {
+            if f.get(name).is_none() {
+                f.fact(name, value, span.map(|(a, b)| (a + offset, b + offset)));
+            }
+        }
+    }
+}
+
 /// Lines this far back are searched for an earlier start line of the same launch.
 const START_WINDOW: usize = 80;
 

@@ -447,10 +447,14 @@ impl Recognizer for Sglang {
             out.phase(PhaseMark::CudaGraphCapture);
             // Only an out-of-memory capture failure is an incident; the PyTorch recogniser
             // reads the embedded OOM from this same line, this wrapper names SGLang.
-            let err = c.name("err").map(|m| m.as_str()).unwrap_or("");
+            let (err, at) = c
+                .name("err")
+                .map(|m| (m.as_str(), m.start()))
+                .unwrap_or(("", 0));
             if err.contains("out of memory") || err.contains("OutOfMemory") {
                 let mut f = Failure::new("device-oom", id::SGLANG, Domain::Device);
                 f.wrapper = true;
+                super::serving::embed_torch_oom(&mut f, err, at);
                 out.failure(f);
             }
             return;

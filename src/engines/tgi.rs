@@ -302,6 +302,7 @@ impl Recognizer for Tgi {
             if let Some((v, sp)) = num_of(&c, "total") {
                 f.fact("tgi.max_batch_total_tokens", v, Some(sp));
             }
+            super::serving::embed_torch_oom(&mut f, text, 0);
             out.failure(f);
             return;
         }

@@ -289,9 +289,10 @@ fn re(pattern: &str) -> Regex {
     Regex::new(&pattern.replace("{N}", NUM)).expect("static regex")
 }
 
-/// `Initializing an LLM engine (v0.5.4) with config:` (V0) / `Initializing a V1 LLM engine (v0.8.5) with config:`.
+/// `Initializing an LLM engine (v0.5.4) with config:` (V0), `Initializing a V0 LLM engine
+/// (v0.8.2)` (V0 after V1 became the default), `Initializing a V1 LLM engine (v0.8.5)`.
 static ENGINE_INIT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"Initializing an? (?P<v1>V1 )?LLM engine \(v(?P<ver>[\w.+-]+)\) with config")
+    re(r"Initializing an? (?:(?P<gen>V[01]) )?LLM engine \(v(?P<ver>[\w.+-]+)\) with config")
 });
 /// `vLLM API server version 0.8.5`, the 0.11+ banner `█ ... version 0.19.1`.
 static API_VERSION: LazyLock<Regex> =
@@ -642,6 +643,7 @@ impl Recognizer for Vllm {
             let mut f = Failure::new("device-oom", id::VLLM, Domain::Device);
             f.wrapper = true;
             f.fact("vllm.load_oom", true, None);
+            super::serving::embed_torch_oom(&mut f, text, 0);
             out.failure(f);
             return;
         }
@@ -810,7 +812,11 @@ fn read_config(line: &Line<'_>, out: &mut Emit) {
     if let Some(c) = ENGINE_INIT.captures(text) {
         let m = c.name("ver").expect("group ver");
         out.fact("vllm.version", m.as_str(), Some((m.start(), m.end())));
-        out.fact("vllm.v1", c.name("v1").is_some(), None);
+        out.fact(
+            "vllm.v1",
+            c.name("gen").is_some_and(|g| g.as_str() == "V1"),
+            None,
+        );
     } else if let Some(c) = API_VERSION.captures(text) {
         let m = c.name("ver").expect("group ver");
         out.fact("vllm.version", m.as_str(), Some((m.start(), m.end())));
@@ -1281,6 +1287,17 @@ mod tests {
                 assert!(close(got, *want), "{id}: {name} = {got:?}, want {want}");
             }
         }
+        // V-W4 carries the embedded PyTorch numbers itself.
+        let out = run(rows[10].1);
+        let f = failure(&out).unwrap();
+        assert!(close(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            1.96 * GIB
+        ));
+        assert!(close(
+            f.get("oom.total_bytes").and_then(Value::as_f64),
+            23.52 * GIB
+        ));
         let out = run(
             "ValueError: Free memory on device cuda:3 (13.33/15.47 GiB) on startup is less than desired GPU memory utilization (0.9, 13.92 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
         );

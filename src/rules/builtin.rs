@@ -45,6 +45,7 @@ rules![
     "trtllm-max-seq-len-reduced",
     "trtllm-free-fraction-too-high",
     "serving-weights-dont-fit",
+    "tgi-runtime-oom",
 ];
 
 #[cfg(test)]

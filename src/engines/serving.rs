@@ -309,6 +309,18 @@ pub(crate) fn embed_torch_oom(f: &mut super::Failure, text: &str, offset: usize)
     }
 }
 
+/// A command line's argument as a YAML or list item (`- --max-model-len=8192`,
+/// `'--max_model_len',`, `command: --model x ...`), as opposed to prose that mentions a flag
+/// (`You can increase that size using --max-total-tokens=32768`).
+pub(crate) fn is_argument_item(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with('-')
+        || t.starts_with('\'')
+        || t.starts_with('"')
+        || t.starts_with("command:")
+        || t.starts_with("args:")
+}
+
 /// Lines this far back are searched for an earlier start line of the same launch.
 const START_WINDOW: usize = 80;
 

@@ -197,6 +197,17 @@ static SHARD_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     re(r"Shard (?:process )?(?:\d+ )?(?:was )?signaled to shutdown with signal (?P<s>9|SIGKILL)\b")
 });
 
+/// TGI's settings as environment variables, upper case as the launcher reads them.
+const ENV_KEYS: &[&str] = &[
+    "MAX_BATCH_PREFILL_TOKENS",
+    "MAX_TOTAL_TOKENS",
+    "MAX_INPUT_TOKENS",
+    "MAX_INPUT_LENGTH",
+    "MAX_BATCH_TOTAL_TOKENS",
+    "CUDA_MEMORY_FRACTION",
+    "NUM_SHARD",
+];
+
 fn is_start(t: &str) -> bool {
     t.contains("Args {") && t.contains("model_id") || is_command(t)
 }
@@ -240,6 +251,10 @@ impl Recognizer for Tgi {
             "Method Warmup",
             "signaled to shutdown",
             "NotEnoughMemory(",
+            "MAX_TOTAL_TOKENS",
+            "MAX_INPUT_",
+            "CUDA_MEMORY_FRACTION",
+            "NUM_SHARD",
             "text_generation_server/",
         ]
     }
@@ -364,15 +379,12 @@ impl Recognizer for Tgi {
             }
         } else if text.contains("Warming up model") || text.contains("Method Warmup") {
             out.phase(PhaseMark::Warmup);
-        } else if text.contains("max-batch-prefill-tokens")
-            || text.contains("max_batch_prefill_tokens")
-        {
-            // A config line in another shape (a YAML list, a `{ ... }` dump without `Args`).
-            if text.contains("--") {
-                read_flags(line, KEYS, out);
-            } else {
-                read_key_values(text, KEYS, out);
-            }
+        } else if super::serving::is_argument_item(text) && text.contains("--") {
+            // A command line as a YAML / list item (`- --max-batch-prefill-tokens=4096`).
+            read_flags(line, KEYS, out);
+        } else if ENV_KEYS.iter().any(|k| text.contains(k)) {
+            // Settings passed as environment (`- MAX_TOTAL_TOKENS=8192`, `-e ...`).
+            read_key_values(text, KEYS, out);
         } else {
             seen = false;
         }
@@ -614,5 +626,13 @@ mod tests {
         );
         assert_eq!(fact(&out, "tgi.cuda_graphs"), Some(Value::str("0")));
         assert_eq!(fact(&out, "tgi.version"), Some(Value::str("2.4.1")));
+        // The launcher's advice names flags with values; it configures nothing.
+        let out = run(
+            "2024-06-17T13:18:29.371622Z  INFO text_generation_launcher: Model supports up to 32768 but tgi will now set its default to 4096 instead. This is to save VRAM by refusing large prompts in order to allow more users on the same hardware. You can increase that size using `--max-batch-prefill-tokens=32818 --max-total-tokens=32768 --max-input-tokens=32767`.",
+        );
+        assert_eq!(fact(&out, "tgi.max_total_tokens"), None);
+        // Environment settings in a compose file.
+        let out = run("      - MAX_TOTAL_TOKENS=8192");
+        assert_eq!(fact(&out, "tgi.max_total_tokens"), Some(Value::Num(8192.0)));
     }
 }

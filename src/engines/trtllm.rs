@@ -478,7 +478,9 @@ impl Recognizer for TrtLlm {
             || text.contains("free_gpu_memory_fraction")
         {
             if text.contains("--") {
-                read_flags(line, KEYS, out);
+                if super::serving::is_argument_item(text) {
+                    read_flags(line, KEYS, out);
+                }
             } else {
                 read_key_values(text, KEYS, out);
             }

@@ -790,9 +790,7 @@ impl Vllm {
         } else if (text.contains("--max-model-len")
             || text.contains("--max_model_len")
             || text.contains("--gpu-memory-utilization"))
-            && (text.trim_start().starts_with(['-', '\'', '"'])
-                || text.starts_with("command:")
-                || text.starts_with("args:"))
+            && super::serving::is_argument_item(text)
         {
             // A YAML / list item of a command line (`- --max-model-len=8192`).
             read_flags(line, KEYS, out);

@@ -549,6 +549,20 @@ mod tests {
                 32768.0,
             ),
             (
+                "T-2",
+                "2024-06-17T13:18:40.000000Z ERROR text_generation_launcher: Unable to warmup the Python model shards: Generation(\"Not enough memory to handle 8192 prefill tokens. You need to decrease `--max-batch-prefill-tokens`\")",
+                "device-oom",
+                "tgi.prefill_tokens",
+                8192.0,
+            ),
+            (
+                "T-8",
+                "Error: ArgumentValidation(\"`max_batch_prefill_tokens` must be >= `max_input_tokens`. Given: 4096 and 8000\")",
+                "",
+                "",
+                0.0,
+            ),
+            (
                 "T-3 debug",
                 "Error: Backend(V3(NotEnoughMemory(32768)))",
                 "kv-capacity",

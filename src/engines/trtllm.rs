@@ -623,6 +623,12 @@ mod tests {
                 128000.0,
             ),
             (
+                "R-10 cublas",
+                "[TensorRT-LLM][ERROR] Assertion failed: Failed to create cublas handle. Free Memory: 412.00 MiB (0.5%)",
+                "trtllm.free_memory_bytes",
+                412.0 * 1048576.0,
+            ),
+            (
                 "R-6 input",
                 "[TensorRT-LLM][WARNING] maxInputLen is reduced to 5184",
                 "trtllm.reduced_max_input_len",
@@ -741,6 +747,18 @@ mod tests {
         assert_eq!(
             fact(&out, "trtllm.free_gpu_memory_fraction"),
             Some(Value::Num(0.85))
+        );
+    }
+
+    #[test]
+    fn serving_phase_from_the_iteration_log() {
+        let out = run(
+            "[01/16/2026-06:25:02] [TRT-LLM] [I] iter = 120, host_step_time = 41.22ms, num_scheduled_requests: 12, states = {'num_ctx_requests': 1, 'num_ctx_tokens': 2048, 'num_generation_tokens': 11}",
+        );
+        assert!(
+            out.records
+                .iter()
+                .any(|r| matches!(r.obs, Observation::Phase(PhaseMark::Serving)))
         );
     }
 

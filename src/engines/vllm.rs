@@ -1296,6 +1296,16 @@ mod tests {
             f.get("oom.total_bytes").and_then(Value::as_f64),
             23.52 * GIB
         ));
+        // 0.33: the budget check after excluding weights held by an external process.
+        let out = run(
+            "ValueError: Free memory on device cuda:0 (20.10/79.19 GiB) on startup is less than the engine's budget after excluding external process's weights (0.9, 55.27 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+        );
+        let f = failure(&out).unwrap();
+        assert_eq!(f.kind, "engine-budget");
+        assert!(close(
+            f.get("vllm.budget_bytes").and_then(Value::as_f64),
+            55.27 * GIB
+        ));
         let out = run(
             "ValueError: Free memory on device cuda:3 (13.33/15.47 GiB) on startup is less than desired GPU memory utilization (0.9, 13.92 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
         );
@@ -1368,12 +1378,54 @@ mod tests {
     }
 
     #[test]
+    fn phase_markers() {
+        for (line, want) in [
+            (
+                "(EngineCore_0 pid=5) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  45%|████▌     | 30/67 [00:02<00:02, 14.52it/s]",
+                PhaseMark::CudaGraphCapture,
+            ),
+            (
+                "Capturing CUDA graph shapes:   0%|          | 0/35 [00:00<?, ?it/s]",
+                PhaseMark::CudaGraphCapture,
+            ),
+            (
+                "INFO 05-01 10:00:00 model_runner.py:1530] Graph capturing finished in 12 secs, took 0.54 GiB",
+                PhaseMark::Warmup,
+            ),
+            (
+                "(EngineCore_0 pid=5) INFO 08-22 20:52:20 [gpu_model_runner.py:1953] Starting to load model m...",
+                PhaseMark::ModelLoad,
+            ),
+            (
+                "(EngineCore_0 pid=5) INFO 08-22 20:53:20 [core.py:214] init engine (profile, create kv cache, warmup model) took 61.32 seconds",
+                PhaseMark::Serving,
+            ),
+            (
+                "INFO 05-01 10:00:00 metrics.py:351] Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 512.3 tokens/s, Running: 6 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 9.8%, CPU KV cache usage: 0.0%.",
+                PhaseMark::Serving,
+            ),
+        ] {
+            let out = run(line);
+            assert!(
+                out.records
+                    .iter()
+                    .any(|r| matches!(r.obs, Observation::Phase(p) if p == want)),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
     fn look_alikes_are_not_failures() {
         for line in [
             "WARNING 05-01 10:00:00 scheduler.py:1089] Sequence group 1 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space. This can affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=1",
             "ERROR 05-01 10:00:00 serving_chat.py:100] This model's maximum context length is 8192 tokens. However, you requested 9000 tokens (8000 in the messages, 1000 in the completion).",
             "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 30.0 tokens/s, Running: 4 reqs, Waiting: 0 reqs, Preemptions: 12, GPU KV cache usage: 40.0%, Prefix cache hit rate: 0.0%",
             "INFO 05-01 10:00:00 [gpu_worker.py:100] Free memory on device (78.6/79.19 GiB) on startup. Desired GPU memory utilization is (0.9, 71.27 GiB).",
+            // V-P8: another process released memory during profiling; no allocation failed.
+            "AssertionError: Error in memory profiling. Initial free memory 70.1 GiB, current free memory 72.3 GiB. This happens when other processes sharing the same container release GPU memory while vLLM is profiling during initialization. To fix this, ensure consistent GPU memory allocation or isolate vLLM in its own container.",
+            // V-R2: one request rejected, the engine keeps serving.
+            "WARNING 05-01 10:00:00 scheduler.py:700] Input prompt (5000 tokens) + lookahead slots (0) is too long and exceeds the capacity of block_manager",
         ] {
             assert!(failure(&run(line)).is_none(), "{line}");
         }

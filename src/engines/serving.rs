@@ -324,15 +324,24 @@ pub(crate) fn is_argument_item(text: &str) -> bool {
 /// Lines this far back are searched for an earlier start line of the same launch.
 const START_WINDOW: usize = 80;
 
-/// Whether a line ends a run: a traceback, an error, a kill.
+/// An exception being raised: `ValueError: ...`, `torch.OutOfMemoryError: ...`.
+static RAISED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^[\w.]*(?:Error|Exception)(?:\([^)]*\))?:").expect("static regex")
+});
+
+/// Whether a line ends a run: a traceback, a raised exception, an exit or a kill. Prose that
+/// merely mentions an error (`Error while fetching HF_TOKEN`) does not.
 fn ends_a_run(t: &str) -> bool {
+    let t = t.trim_start();
     t.starts_with("Traceback")
-        || t.contains("Error")
-        || t.contains("Exception")
-        || t.contains("Killed")
-        || t.contains("exited")
+        || RAISED.is_match(t)
+        || t.starts_with("Killed")
+        || t.contains("exited with code")
+        || t.contains("exited, code=")
         || t.contains("Shutting down")
-        || t.contains("signaled")
+        || t.contains("signaled to shutdown")
+        || t.contains("failed to start")
+        || t.contains("initialization failed")
 }
 
 /// Whether this start line belongs to a launch whose first start line was already seen a
@@ -481,6 +490,35 @@ mod tests {
         assert!(f.contains(&("model.dtype", Value::str("bfloat16"))));
         assert_eq!(parse_count("32K"), Some(32768.0));
         assert_eq!(parse_count("1,024"), Some(1024.0));
+    }
+
+    #[test]
+    fn one_launch_is_one_start_and_an_error_between_makes_two() {
+        fn is_start(t: &str) -> bool {
+            t.contains("API server version") || t.contains("non-default args")
+        }
+        let input: InputName = Arc::from("t.log");
+        let meta = LineMeta::default();
+        let check = |before: &str| {
+            let line = Line {
+                input: &input,
+                no: 9,
+                text: "non-default args: {'max_model_len': 8192}",
+                meta: &meta,
+                siblings_before: &[],
+                siblings_after: &[],
+                before: before.as_bytes(),
+                after: b"",
+            };
+            start_already_seen(&line, is_start)
+        };
+        assert!(check(
+            "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.1\nWARNING 01-01 00:00:00 [x.py:1] Error while fetching HF_TOKEN, using anonymous access\n"
+        ));
+        assert!(!check(
+            "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.1\nValueError: boom\n"
+        ));
+        assert!(!check("INFO 01-01 00:00:00 [x.py:1] something else\n"));
     }
 
     #[test]

@@ -110,8 +110,12 @@ fn model_weights(f: &mut Facts) {
 fn vllm(f: &mut Facts) {
     // vLLM's default budget is 0.9 in every version; when the log shows vLLM ran but not
     // the setting, the default was in force. Its source is the line that names the version.
-    if !f.contains("vllm.gpu_memory_utilization") && f.contains("vllm.version") {
-        f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.version"]);
+    if !f.contains("vllm.gpu_memory_utilization") {
+        if f.contains("vllm.version") {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.version"]);
+        } else if f.contains("vllm.v1") {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.v1"]);
+        }
     }
     if !f.contains("vllm.kv_cache_tokens") {
         if let Some(blocks) = f.num("vllm.gpu_blocks") {

@@ -289,10 +289,11 @@ fn re(pattern: &str) -> Regex {
     Regex::new(&pattern.replace("{N}", NUM)).expect("static regex")
 }
 
+/// `Initializing an LLM engine with config:` (before 0.4),
 /// `Initializing an LLM engine (v0.5.4) with config:` (V0), `Initializing a V0 LLM engine
 /// (v0.8.2)` (V0 after V1 became the default), `Initializing a V1 LLM engine (v0.8.5)`.
 static ENGINE_INIT: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"Initializing an? (?:(?P<gen>V[01]) )?LLM engine \(v(?P<ver>[\w.+-]+)\) with config")
+    re(r"Initializing an? (?:(?P<gen>V[01]) )?LLM engine (?:\(v(?P<ver>[\w.+-]+)\) )?with config")
 });
 /// `vLLM API server version 0.8.5`, the 0.11+ banner `█ ... version 0.19.1`.
 static API_VERSION: LazyLock<Regex> =
@@ -808,8 +809,10 @@ impl Vllm {
 fn read_config(line: &Line<'_>, out: &mut Emit) {
     let text = line.text;
     if let Some(c) = ENGINE_INIT.captures(text) {
-        let m = c.name("ver").expect("group ver");
-        out.fact("vllm.version", m.as_str(), Some((m.start(), m.end())));
+        // Before 0.4 the line carried no version.
+        if let Some(m) = c.name("ver") {
+            out.fact("vllm.version", m.as_str(), Some((m.start(), m.end())));
+        }
         out.fact(
             "vllm.v1",
             c.name("gen").is_some_and(|g| g.as_str() == "V1"),
@@ -1325,6 +1328,18 @@ mod tests {
         assert!(f.contains(&("vllm.version", Value::str("0.5.4"))));
         assert!(f.contains(&("model.dtype", Value::str("float16"))));
         assert!(f.contains(&("model.name", Value::str("/models/llama-3-1-70b"))));
+        assert!(
+            out.records
+                .iter()
+                .any(|r| matches!(r.obs, Observation::RunStart))
+        );
+
+        // Before 0.4: no version in the line.
+        let out = run(
+            "INFO 01-25 12:00:00 llm_engine.py:72] Initializing an LLM engine with config: model='lmsys/vicuna-7b-v1.5', tokenizer='lmsys/vicuna-7b-v1.5', tokenizer_mode=auto, trust_remote_code=False, dtype=torch.float16, max_seq_len=4096, download_dir=None, load_format=auto, tensor_parallel_size=1, quantization=None, enforce_eager=False, seed=0)",
+        );
+        let f = facts(&out);
+        assert_eq!(num_of(&f, "vllm.max_model_len"), Some(4096.0));
         assert!(
             out.records
                 .iter()

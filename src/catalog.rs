@@ -138,6 +138,11 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::slurm::FACTS,
     crate::engines::xla::FACTS,
     crate::engines::deepspeed::FACTS,
+    // LLM serving engines.
+    crate::engines::vllm::FACTS,
+    crate::engines::sglang::FACTS,
+    crate::engines::tgi::FACTS,
+    crate::engines::trtllm::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

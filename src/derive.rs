@@ -19,6 +19,9 @@ pub const DERIVATIONS: &[Derivation] = &[
     xla_fit,
     host_fit,
     ray_fit,
+    // LLM serving engines.
+    vllm,
+    trtllm,
 ];
 
 /// Runs every derivation.
@@ -546,6 +549,139 @@ fn ray_fit(f: &mut Facts) {
     }
 }
 
+/// vLLM's KV arithmetic: tokens from V0 blocks, the device total from the budget, bytes per
+/// token, and the longest sequence the cache holds.
+fn vllm(f: &mut Facts) {
+    // vLLM's default budget is 0.9 in every version; when the log shows vLLM ran but not
+    // the setting, the default was in force. Its source is the line that names the version.
+    if !f.contains("vllm.gpu_memory_utilization") {
+        if f.contains("vllm.version") {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.version"]);
+        } else if f.contains("vllm.v1") {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.v1"]);
+        }
+    }
+    if !f.contains("vllm.kv_cache_tokens") {
+        if let Some(blocks) = f.num("vllm.gpu_blocks") {
+            // 16 tokens per block is vLLM's CUDA default when the log does not say.
+            let bs = f.num("vllm.block_size").unwrap_or(16.0);
+            f.derive(
+                "vllm.kv_cache_tokens",
+                blocks * bs,
+                &["vllm.gpu_blocks", "vllm.block_size"],
+            );
+        } else if let (Some(c), Some(len)) =
+            (f.num("vllm.max_concurrency"), f.num("vllm.max_model_len"))
+        {
+            f.derive(
+                "vllm.kv_cache_tokens",
+                (c * len).floor(),
+                &["vllm.max_concurrency", "vllm.max_model_len"],
+            );
+        }
+    }
+    // V1 logs the non-KV total and what is left for the KV cache: together, the budget.
+    if !f.contains("vllm.budget_bytes") {
+        if let (Some(n), Some(kv)) = (f.num("vllm.non_kv_bytes"), f.num("vllm.kv_cache_bytes")) {
+            f.derive(
+                "vllm.budget_bytes",
+                n + kv,
+                &["vllm.non_kv_bytes", "vllm.kv_cache_bytes"],
+            );
+        }
+    }
+    if !f.contains("vllm.gpu_total_bytes") {
+        if let (Some(b), Some(u)) = (
+            f.num("vllm.budget_bytes"),
+            f.num("vllm.gpu_memory_utilization"),
+        ) {
+            if u > 0.0 {
+                f.derive(
+                    "vllm.gpu_total_bytes",
+                    b / u,
+                    &["vllm.budget_bytes", "vllm.gpu_memory_utilization"],
+                );
+            }
+        }
+    }
+    if !f.contains("vllm.budget_bytes") {
+        if let (Some(t), Some(u)) = (
+            f.num("vllm.gpu_total_bytes"),
+            f.num("vllm.gpu_memory_utilization"),
+        ) {
+            f.derive(
+                "vllm.budget_bytes",
+                t * u,
+                &["vllm.gpu_total_bytes", "vllm.gpu_memory_utilization"],
+            );
+        }
+    }
+    if !f.contains("vllm.kv_bytes_per_token") {
+        match (
+            f.num("vllm.kv_cache_bytes"),
+            f.num("vllm.kv_cache_tokens"),
+            f.num("vllm.kv_needed_bytes"),
+            f.num("vllm.max_model_len"),
+        ) {
+            (Some(b), Some(t), _, _) if b > 0.0 && t > 0.0 => f.derive(
+                "vllm.kv_bytes_per_token",
+                b / t,
+                &["vllm.kv_cache_bytes", "vllm.kv_cache_tokens"],
+            ),
+            (_, _, Some(need), Some(len)) if need > 0.0 && len > 0.0 => f.derive(
+                "vllm.kv_bytes_per_token",
+                need / len,
+                &["vllm.kv_needed_bytes", "vllm.max_model_len"],
+            ),
+            _ => {}
+        }
+    }
+    if !f.contains("vllm.kv_capacity_tokens") {
+        if f.contains("vllm.estimated_max_model_len") {
+            let v = f.num("vllm.estimated_max_model_len").unwrap_or(0.0);
+            f.derive(
+                "vllm.kv_capacity_tokens",
+                v,
+                &["vllm.estimated_max_model_len"],
+            );
+        } else if let Some(t) = f.num("vllm.kv_cache_tokens") {
+            f.derive(
+                "vllm.kv_capacity_tokens",
+                t.max(0.0),
+                &["vllm.kv_cache_tokens"],
+            );
+        } else if let (Some(b), Some(per)) = (
+            f.num("vllm.kv_cache_bytes"),
+            f.num("vllm.kv_bytes_per_token"),
+        ) {
+            if per > 0.0 {
+                f.derive(
+                    "vllm.kv_capacity_tokens",
+                    (b / per).floor().max(0.0),
+                    &["vllm.kv_cache_bytes", "vllm.kv_bytes_per_token"],
+                );
+            }
+        }
+    }
+}
+
+/// TensorRT-LLM: the KV pool's default share (0.9 of the free memory) when the log shows the
+/// runtime but not the setting, and KV tokens from blocks.
+fn trtllm(f: &mut Facts) {
+    if !f.contains("trtllm.free_gpu_memory_fraction") && f.contains("trtllm.version") {
+        f.derive("trtllm.free_gpu_memory_fraction", 0.9, &["trtllm.version"]);
+    }
+    if !f.contains("trtllm.kv_tokens") {
+        if let (Some(b), Some(t)) = (f.num("trtllm.kv_blocks"), f.num("trtllm.tokens_per_block")) {
+            f.derive(
+                "trtllm.kv_tokens",
+                b * t,
+                &["trtllm.kv_blocks", "trtllm.tokens_per_block"],
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -665,5 +801,25 @@ mod tests {
         derive(&mut r);
         assert_eq!(r.num("ray.task_memory_fit_bytes"), Some(11.5 * GIB));
         assert_eq!(r.num("ray.concurrency_fit"), Some(5.0));
+    }
+
+    #[test]
+    fn vllm_capacity_from_the_v1_error() {
+        let gib = 1073741824.0;
+        let mut f = Facts::new();
+        f.set("vllm.max_model_len", 131072.0, None);
+        f.set("vllm.kv_needed_bytes", 16.0 * gib, None);
+        f.set("vllm.kv_cache_bytes", 5.5 * gib, None);
+        derive(&mut f);
+        assert_eq!(f.num("vllm.kv_bytes_per_token"), Some(131072.0));
+        assert_eq!(f.num("vllm.kv_capacity_tokens"), Some(45056.0));
+        let mut f = Facts::new();
+        f.set("vllm.gpu_blocks", 1478.0, None);
+        f.set("vllm.budget_bytes", 21.2 * gib, None);
+        f.set("vllm.gpu_memory_utilization", 0.9, None);
+        derive(&mut f);
+        assert_eq!(f.num("vllm.kv_cache_tokens"), Some(23648.0));
+        assert_eq!(f.num("vllm.kv_capacity_tokens"), Some(23648.0));
+        assert!((f.num("vllm.gpu_total_bytes").unwrap() - 21.2 * gib / 0.9).abs() < 1.0);
     }
 }

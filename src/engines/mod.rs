@@ -34,6 +34,12 @@ pub mod ray;
 pub mod slurm;
 pub mod systemd;
 pub mod xla;
+// LLM serving engines.
+pub(crate) mod serving;
+pub mod sglang;
+pub mod tgi;
+pub mod trtllm;
+pub mod vllm;
 
 /// Stable engine identifiers, as they appear in the JSON `engine` field.
 pub mod id {
@@ -362,6 +368,11 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &slurm::Slurm,
         &xla::Xla,
         &deepspeed::DeepSpeed,
+        // LLM serving engines.
+        &vllm::Vllm,
+        &sglang::Sglang,
+        &tgi::Tgi,
+        &trtllm::TrtLlm,
     ];
     ALL
 }

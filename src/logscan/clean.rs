@@ -178,17 +178,92 @@ pub fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
     ANSI.replace_all(text, "")
 }
 
-/// Cleans one raw line: decodes lossily, drops CR and colour codes, strips stacked prefixes.
+/// Cleans one raw line: decodes lossily, drops CR and colour codes, unwraps a JSON log
+/// record's message, strips stacked prefixes.
 pub fn clean_line(raw: &[u8]) -> CleanLine {
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches(['\r', '\n']);
     let text = strip_ansi(text);
     let mut meta = LineMeta::default();
+    if let Some(message) = json_message(&text, &mut meta) {
+        let message = strip_ansi(&message).into_owned();
+        let stripped = strip_prefixes(&message, &mut meta);
+        return CleanLine {
+            text: stripped.to_string(),
+            meta,
+        };
+    }
     let stripped = strip_prefixes(&text, &mut meta);
     CleanLine {
         text: stripped.to_string(),
         meta,
     }
+}
+
+static JSON_FIELD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#""(?P<k>message|msg|log|timestamp|time|level)"\s*:\s*""#).expect("static regex")
+});
+
+/// The message of a JSON log record: tracing's `--json-output` (TGI:
+/// `{"timestamp":..,"level":"ERROR","fields":{"message":"..."},"target":..}`), loguru's
+/// serialised records, Docker's json-file (`{"log":"...","stream":"stderr"}`). Level and
+/// timestamp go to `meta`. A message that packs a traceback keeps its `\n` escapes so
+/// [`split_packed`] splits it; a short one is unescaped.
+fn json_message(text: &str, meta: &mut LineMeta) -> Option<String> {
+    let t = text.trim_start();
+    if !t.starts_with('{') || !t.contains('"') {
+        return None;
+    }
+    let mut message: Option<(usize, &str)> = None;
+    for c in JSON_FIELD.captures_iter(t) {
+        let (Some(k), Some(all)) = (c.name("k"), c.get(0)) else {
+            continue;
+        };
+        let value = json_string_body(&t[all.end()..]);
+        let rank = match k.as_str() {
+            "message" => 0,
+            "msg" => 1,
+            "log" => 2,
+            "timestamp" | "time" => {
+                meta.timestamp.get_or_insert_with(|| value.to_string());
+                continue;
+            }
+            _ => {
+                meta.level.get_or_insert_with(|| normalise_level(value));
+                continue;
+            }
+        };
+        if message.is_none_or(|(r, _)| rank < r) {
+            message = Some((rank, value));
+        }
+    }
+    let (_, raw) = message?;
+    if raw.len() >= 80 && raw.matches("\\n").count() >= 2 {
+        return Some(raw.replace("\\u001b", ""));
+    }
+    Some(
+        raw.replace("\\u001b", "")
+            .replace("\\n", " ")
+            .replace("\\t", "\t")
+            .replace("\\\"", "\"")
+            .replace("\\\\", "\\")
+            .trim_end()
+            .to_string(),
+    )
+}
+
+/// The escaped body of a JSON string that starts at `s` (after the opening quote).
+fn json_string_body(s: &str) -> &str {
+    let b = s.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return &s[..i],
+            _ => i += 1,
+        }
+    }
+    s
 }
 
 /// Strips stacked prefixes, filling `meta`. Bounded passes: a prefix can never loop.
@@ -387,6 +462,35 @@ mod tests {
     fn crlf_and_invalid_utf8() {
         assert_eq!(clean_line(b"abc\r").text, "abc");
         assert_eq!(clean_line(b"a\xffb").text, "a\u{fffd}b");
+    }
+
+    #[test]
+    fn json_log_records_unwrap() {
+        let c = clean(
+            r#"{"timestamp":"2024-06-17T13:18:29.371622Z","level":"ERROR","fields":{"message":"Not enough memory to handle 4096 prefill tokens. You need to decrease `--max-batch-prefill-tokens`"},"target":"text_generation_launcher"}"#,
+        );
+        assert_eq!(
+            c.text,
+            "Not enough memory to handle 4096 prefill tokens. You need to decrease `--max-batch-prefill-tokens`"
+        );
+        assert_eq!(c.meta.level.as_deref(), Some("ERROR"));
+        assert_eq!(
+            c.meta.timestamp.as_deref(),
+            Some("2024-06-17T13:18:29.371622Z")
+        );
+        // A packed traceback keeps its escapes for `split_packed`.
+        let c = clean(
+            r#"{"timestamp":"2024-06-17T13:18:29Z","level":"ERROR","message":"Method Warmup encountered an error.\nTraceback (most recent call last):\n  File \"/opt/x.py\", line 1, in warmup\ntorch.OutOfMemoryError: CUDA out of memory.","target":"text_generation_launcher"}"#,
+        );
+        let parts = split_packed(&c.text).unwrap();
+        assert_eq!(parts[0], "Method Warmup encountered an error.");
+        assert_eq!(parts[2], "  File \"/opt/x.py\", line 1, in warmup");
+        // Quotes and colour codes inside a short message.
+        let c =
+            clean(r#"{"level":"INFO","message":"\u001b[32mArgs { model_id: \"m\" }\u001b[0m"}"#);
+        assert_eq!(c.text, "Args { model_id: \"m\" }");
+        // Not a log record.
+        assert_eq!(clean(r#"{"model": "x"}"#).text, r#"{"model": "x"}"#);
     }
 
     #[test]

@@ -50,6 +50,27 @@ rules![
     "k8s-eviction",
     "slurm-oom-kill",
     "ray-memory-monitor",
+    // LLM serving engines.
+    "vllm-max-model-len-exceeds-kv",
+    "vllm-no-kv-cache-blocks",
+    "vllm-startup-budget-exceeds-free",
+    "vllm-cuda-graph-oom",
+    "vllm-serving-oom",
+    "vllm-profiling-oom",
+    "vllm-sampler-warmup-oom",
+    "vllm-weights-dont-fit",
+    "vllm-preemption-storm",
+    "sglang-not-enough-memory",
+    "sglang-cuda-graph-oom",
+    "sglang-runtime-oom",
+    "sglang-retraction-storm",
+    "sglang-token-pool-exhausted",
+    "tgi-prefill-tokens-oom",
+    "tgi-max-total-tokens-exceeds-kv",
+    "trtllm-max-seq-len-reduced",
+    "trtllm-free-fraction-too-high",
+    "serving-weights-dont-fit",
+    "tgi-runtime-oom",
 ];
 
 #[cfg(test)]

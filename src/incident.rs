@@ -246,11 +246,9 @@ impl LogAnalyzer {
             if f.wrapper {
                 inc.facts
                     .merge(&failure_facts_without_identity(&failure_facts), false);
-                if inc.engine == engines::id::PYTORCH && f.engine != engines::id::PYTORCH {
-                    inc.engine = f.engine;
-                }
-            } else if inc.from_wrapper {
-                // The real failure behind a wrapper: its numbers win.
+            } else if inc.from_wrapper || kind_strength(f.kind) > kind_strength(inc.kind) {
+                // The real failure behind a wrapper, or a harder failure after a softer one (an
+                // OOM after a preemption storm): its kind and numbers win.
                 inc.facts.merge(&failure_facts, true);
                 inc.kind = f.kind;
                 inc.from_wrapper = false;
@@ -260,6 +258,7 @@ impl LogAnalyzer {
                 inc.copies += 1;
                 inc.facts.merge(&failure_facts, false);
             }
+            inc.engine = more_specific_engine(inc.engine, f.engine);
             if let Some(d) = f.device {
                 inc.devices.insert(d);
                 inc.device.get_or_insert(d);
@@ -349,6 +348,37 @@ impl LogAnalyzer {
     }
 }
 
+/// How specific an engine id is: the engine that ran the workload beats the framework under
+/// it, which beats the infrastructure that killed it, which beats nothing.
+fn engine_rank(e: &str) -> u8 {
+    use engines::id;
+    match e {
+        id::UNKNOWN => 0,
+        id::LINUX | id::SYSTEMD | id::KUBERNETES | id::RAY | "slurm" | "docker" => 1,
+        id::PYTORCH | id::TRANSFORMERS => 2,
+        _ => 3,
+    }
+}
+
+/// The more specific of two engine ids (the first on a tie).
+fn more_specific_engine(current: &'static str, new: &'static str) -> &'static str {
+    if engine_rank(new) > engine_rank(current) {
+        new
+    } else {
+        current
+    }
+}
+
+/// How hard a failure is: an allocation that failed beats an engine refusing to start, which
+/// beats pressure the engine survived (preemption, retraction storms).
+fn kind_strength(kind: &str) -> u8 {
+    match kind {
+        "device-oom" | "host-oom" => 3,
+        "kv-exhausted" => 1,
+        _ => 2,
+    }
+}
+
 /// A wrapper's facts minus the ones that identify the primary failure.
 fn failure_facts_without_identity(f: &Facts) -> Facts {
     let mut out = f.clone();
@@ -357,7 +387,20 @@ fn failure_facts_without_identity(f: &Facts) -> Facts {
     out
 }
 
-/// What makes two failures "the same error": kind, engine, request and capacity.
+/// Failure facts that are the configured size of the workload: two failures that differ in
+/// them are different errors even when everything else matches (restarts with another
+/// `--max-model-len`).
+const CONFIGURED_SIZE: &[&str] = &[
+    "max_model_len",
+    "n_ctx",
+    "num_ctx",
+    "max_total_tokens",
+    "max_seq_len",
+    "context_length",
+];
+
+/// What makes two failures "the same error": kind, engine, request, capacity and the
+/// configured context size.
 fn signature(f: &Failure) -> String {
     let n = |name: &str| {
         f.get(name)
@@ -365,13 +408,22 @@ fn signature(f: &Failure) -> String {
             .map(|v| format!("{v:.0}"))
             .unwrap_or_else(|| "-".into())
     };
-    format!(
+    let mut sig = format!(
         "{}|{}|{}|{}",
         f.kind,
         f.engine,
         n("oom.requested_bytes"),
         n("oom.total_bytes")
-    )
+    );
+    for (name, value, _) in &f.facts {
+        if CONFIGURED_SIZE
+            .iter()
+            .any(|suffix| name.rsplit('.').next() == Some(*suffix))
+        {
+            sig.push_str(&format!("|{name}={value}"));
+        }
+    }
+    sig
 }
 
 /// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before

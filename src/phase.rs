@@ -97,6 +97,8 @@ const FRAME_CLASSES: &[FrameClass] = &[
         phase: id::ENGINE_STARTUP,
         functions: &[
             "profile_run",
+            "init_device",
+            "request_memory",
             "determine_available_memory",
             "determine_num_available_blocks",
             "_initialize_kv_caches",
@@ -191,7 +193,6 @@ const FRAME_CLASSES: &[FrameClass] = &[
         functions: &[
             "execute_model",
             "step_with_batch_queue",
-            "run_engine_core",
             "process_input_sockets",
             "forward_batch_generation",
             "run_batch",
@@ -222,8 +223,11 @@ static STEP: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)")
+    Regex::new(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?")
         .expect("static regex")
+});
+static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz").expect("static regex")
 });
 static LOSS_LOG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\{'loss': |\bloss[=:]\s*\d").expect("static regex"));
@@ -271,6 +275,10 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     for (distance, l) in preceding.iter().enumerate() {
         let t = &l.text;
         let mut progress = false;
+        // Progress bars of loading, downloading or graph capture are not training steps.
+        if NOT_STEPS.is_match(t) {
+            continue;
+        }
         if let Some(c) = TQDM.captures(t) {
             if let Ok(n) = c["cur"].parse::<u64>() {
                 steps = Some(steps.unwrap_or(0u64).max(n));
@@ -293,7 +301,13 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         }
         if let Some(c) = EPOCH.captures(t) {
             if let Ok(e) = c["n"].parse::<f64>() {
-                epoch = Some(epoch.unwrap_or(0u64).max(e.floor() as u64));
+                // `Epoch 3/30` (Keras, many trainers) counts from 1: two epochs are done.
+                let done = if c.name("of").is_some() {
+                    (e.floor() as u64).saturating_sub(1)
+                } else {
+                    e.floor() as u64
+                };
+                epoch = Some(epoch.unwrap_or(0u64).max(done));
             }
         }
         if progress && last_progress_distance.is_none() {
@@ -471,5 +485,35 @@ Traceback (most recent call last):
   File "train.py", line 12, in cuda
     pass"#;
         assert_eq!(decide(&pre(tb), None).phase, id::FIRST_STEP);
+    }
+}
+
+#[cfg(test)]
+mod counting {
+    use super::*;
+    use crate::logscan::clean::clean_line;
+
+    fn pre(text: &str) -> Vec<CleanLine> {
+        text.lines()
+            .rev()
+            .map(|l| clean_line(l.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn loading_bars_are_not_steps_and_keras_epochs_count_from_one() {
+        let d = decide(
+            &pre("Loading checkpoint shards:  47%|████▋     | 14/30 [03:02<03:29, 13.10s/it]"),
+            Some((PhaseMark::ModelLoad, 1)),
+        );
+        assert_eq!((d.phase, d.steps_completed), (id::MODEL_LOAD, None));
+        let d = decide(
+            &pre("Epoch 1/30\n 12/500 [>.....] - ETA: 2:01 - loss: 0.69"),
+            None,
+        );
+        assert_eq!(d.epoch, Some(0));
+        assert_ne!(d.phase, id::STEADY_STATE);
+        let d = decide(&pre("Epoch 3/30"), None);
+        assert_eq!(d.epoch, Some(2));
     }
 }

@@ -266,6 +266,15 @@ impl Recognizer for Host {
         // an orchestrator may report with numbers next to them: they are wrappers, so they
         // name no extra copy and yield to that report; alone they still make an incident.
         if let Some(c) = SHELL_KILLED.captures(text.trim_end()) {
+            // SGLang's launcher kills its own children after one reports an error
+            // ("Received sigquit from a child process"); that `Killed` is not memory.
+            if line
+                .preceding(3)
+                .iter()
+                .any(|l| l.text.contains("Received sigquit") || l.text.contains("Received SIGQUIT"))
+            {
+                return;
+            }
             // A Python victim is a PyTorch-side process, so the incident takes the engine the
             // log shows (vLLM, DeepSpeed, ...).
             let engine = match c.name("cmd").or(c.name("cmd2")).map(|m| {
@@ -293,6 +302,17 @@ impl Recognizer for Host {
             return;
         }
         if let Some(c) = EXIT_137.captures(text) {
+            // `kubectl describe` prints `Reason:` just above `Exit Code:`. OOMKilled is the
+            // Kubernetes recogniser's; any other reason (a failed liveness probe, a preStop
+            // timeout) is a SIGKILL that says nothing about memory.
+            if text.trim_start().starts_with("Exit Code:")
+                && line
+                    .preceding(3)
+                    .iter()
+                    .any(|l| l.text.trim_start().starts_with("Reason:"))
+            {
+                return;
+            }
             // Only a process exit, not any number 137 in a line.
             let m = c.name("code").expect("group code");
             // torchrun's `failed (exitcode: -9) local_rank: 3` is PyTorch's launcher.

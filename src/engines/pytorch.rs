@@ -477,6 +477,8 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
             .iter()
             .any(|l| l.text.contains("current device:") || l.text.contains("ggml"))
             || text.contains("ggml")
+            // Ollama restates its runner's last error; the llama.cpp/Ollama recognisers own it.
+            || text.contains("llama runner process")
         {
             return false;
         }

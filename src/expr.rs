@@ -193,7 +193,15 @@ impl Expr {
     /// Parses an expression.
     pub fn parse(text: &str) -> Result<Expr, ExprError> {
         let tokens = lex(text)?;
+        if tokens.len() > MAX_TOKENS {
+            return Err(ExprError {
+                offset: 0,
+                len: text.len().min(1),
+                message: format!("expression is longer than {MAX_TOKENS} tokens"),
+            });
+        }
         let mut p = Parser {
+            depth: 0,
             tokens,
             pos: 0,
             text_len: text.len(),
@@ -397,7 +405,16 @@ struct Parser {
     tokens: Vec<Token>,
     pos: usize,
     text_len: usize,
+    /// Current nesting (parentheses, `not`, unary minus, call arguments).
+    depth: u32,
 }
+
+/// Deepest nesting an expression may use. Parsing and evaluation recurse, so this (with
+/// [`MAX_TOKENS`], which bounds left-deep chains like `1+1+...`) keeps a hostile rule file
+/// from overflowing the stack.
+const MAX_DEPTH: u32 = 64;
+/// Longest expression, in tokens.
+const MAX_TOKENS: usize = 4096;
 
 impl Parser {
     fn peek(&self) -> Option<&Token> {
@@ -432,7 +449,24 @@ impl Parser {
         }
     }
 
+    fn enter(&mut self) -> Result<(), ExprError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.err_here(format!(
+                "expression nested more than {MAX_DEPTH} levels deep"
+            )));
+        }
+        Ok(())
+    }
+
     fn or(&mut self) -> Result<Node, ExprError> {
+        self.enter()?;
+        let r = self.or_chain();
+        self.depth -= 1;
+        r
+    }
+
+    fn or_chain(&mut self) -> Result<Node, ExprError> {
         let mut left = self.and()?;
         while self.is_op("or") {
             self.pos += 1;
@@ -455,7 +489,10 @@ impl Parser {
     fn not(&mut self) -> Result<Node, ExprError> {
         if self.is_op("not") {
             self.pos += 1;
-            return Ok(Node::Not(Box::new(self.not()?)));
+            self.enter()?;
+            let inner = self.not();
+            self.depth -= 1;
+            return Ok(Node::Not(Box::new(inner?)));
         }
         self.compare()
     }
@@ -523,7 +560,10 @@ impl Parser {
     fn unary(&mut self) -> Result<Node, ExprError> {
         if self.is_op("-") {
             self.pos += 1;
-            return Ok(Node::Neg(Box::new(self.unary()?)));
+            self.enter()?;
+            let inner = self.unary();
+            self.depth -= 1;
+            return Ok(Node::Neg(Box::new(inner?)));
         }
         self.atom()
     }
@@ -895,5 +935,11 @@ mod tests {
         assert!(Expr::parse("'open").is_err());
         assert!(Expr::parse("").is_err());
         assert!(Expr::parse("min()").is_err());
+        // Found by fuzzing: deep nesting must be an error, not a stack overflow.
+        assert!(Expr::parse(&format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000))).is_err());
+        assert!(Expr::parse(&"not ".repeat(100_000)).is_err());
+        assert!(Expr::parse(&"-".repeat(100_000)).is_err());
+        assert!(Expr::parse(&vec!["1"; 100_000].join("+")).is_err());
+        assert!(Expr::parse(&format!("{}1{}", "(".repeat(60), ")".repeat(60))).is_ok());
     }
 }

@@ -1,4 +1,4 @@
-//! Pickle reader + snapshot decoder + analysis + facts + summary.
+//! Pickle reader + snapshot decoder + analysis + facts + plot data.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
@@ -7,6 +7,6 @@ fuzz_target!(|data: &[u8]| {
     let limits = oomdoctor::pickle::PickleLimits::default();
     if let Ok(a) = oomdoctor::snapshot::read_snapshot(data, &input, &limits) {
         let _ = a.facts();
-        let _ = oomdoctor::report::SnapshotSummary::from_analysis(&a);
+        let _ = oomdoctor::plot::SnapshotPlot::from_analysis(&a);
     }
 });

@@ -132,7 +132,10 @@ fn crop(text: &str, labels: &[Label], max: usize) -> Vec<(String, Vec<Label>, is
             let lo = c.first().map(|l| l.0).unwrap_or(0);
             let hi = c.iter().map(|l| l.1).max().unwrap_or(0).max(lo);
             let spare = max.saturating_sub(hi - lo);
-            let mut start = lo.saturating_sub(spare / 4);
+            let mut start = lo.saturating_sub(spare / 4).min(text.len());
+            while start > 0 && !text.is_char_boundary(start) {
+                start -= 1;
+            }
             let mut end = (start + max).min(text.len()).max(hi.min(text.len()));
             // Prefer to start at a word boundary.
             if let Some(sp) = text[..start].rfind(' ') {
@@ -631,6 +634,18 @@ mod tests {
         assert!(ex.len() <= 80 + 6);
         assert_eq!(&ex[labels[0].0..labels[0].1], "TARGET");
         let windows = crop(&text, &[(10, 16, "a".into()), (500, 506, "b".into())], 80);
+        // Found by fuzzing: a window edge inside a multi-byte character.
+        let wide = format!("{}{}TARGET", "x".repeat(10), "\u{fffd}".repeat(300));
+        let at = wide.find("TARGET").unwrap();
+        for max in 40..60 {
+            for (ex, labels, _) in crop(&wide, &[(at, at + 6, "t".into())], max) {
+                assert!(
+                    labels
+                        .iter()
+                        .all(|l| ex.is_char_boundary(l.0) && ex.is_char_boundary(l.1))
+                );
+            }
+        }
         assert_eq!(windows.len(), 2, "far-apart labels get a window each");
     }
 }

@@ -387,7 +387,55 @@ pub fn anchors() -> &'static AhoCorasick {
     &AC
 }
 
-/// Runs every recogniser on one raw line from the scanner, splitting packed tracebacks.
+/// Which recognisers own each anchor: an overlapping automaton over the same lower-case
+/// anchors, mapping every pattern to a bit set of recogniser indices.
+struct Owners {
+    ac: AhoCorasick,
+    owners: Vec<u64>,
+}
+
+fn owners() -> &'static Owners {
+    static OWNERS: LazyLock<Owners> = LazyLock::new(|| {
+        assert!(all().len() <= 64, "a recogniser bit set is a u64");
+        let mut pats: Vec<String> = Vec::new();
+        let mut owners: Vec<u64> = Vec::new();
+        for (i, r) in all().iter().enumerate() {
+            for a in r.anchors() {
+                let a = a.to_ascii_lowercase();
+                match pats.iter().position(|p| *p == a) {
+                    Some(k) => owners[k] |= 1 << i,
+                    None => {
+                        pats.push(a);
+                        owners.push(1 << i);
+                    }
+                }
+            }
+        }
+        let ac = AhoCorasick::builder()
+            .ascii_case_insensitive(true)
+            .match_kind(aho_corasick::MatchKind::Standard)
+            .build(&pats)
+            .expect("anchors are plain literals");
+        Owners { ac, owners }
+    });
+    &OWNERS
+}
+
+/// Runs the recognisers whose anchors occur in the line. A line reaches the recognisers only
+/// because some anchor hit it; handing it to all of them would make every hit cost as much as
+/// the slowest recogniser, and a serving log hits on every periodic stats line.
+///
+/// The mask comes from the raw line, as the scanner matched it: clean-up strips prefixes such
+/// as `[TensorRT-LLM]` that are some recognisers' anchors.
+fn dispatch(mask: u64, line: &Line<'_>, out: &mut Emit) {
+    for (i, r) in all().iter().enumerate() {
+        if mask & (1 << i) != 0 {
+            r.recognize(line, out);
+        }
+    }
+}
+
+/// Runs the recognisers on one raw line from the scanner, splitting packed tracebacks.
 pub fn recognize_raw(
     input: &InputName,
     line_no: u64,
@@ -396,6 +444,14 @@ pub fn recognize_raw(
     after: &[u8],
     out: &mut Emit,
 ) {
+    let o = owners();
+    let mut mask = 0u64;
+    for m in o.ac.find_overlapping_iter(raw) {
+        mask |= o.owners[m.pattern().as_usize()];
+    }
+    if mask == 0 {
+        return;
+    }
     let cleaned = clean_line(raw);
     match split_packed(&cleaned.text) {
         None => {
@@ -410,9 +466,7 @@ pub fn recognize_raw(
                 after,
             };
             out.begin_line(&line);
-            for r in all() {
-                r.recognize(&line, out);
-            }
+            dispatch(mask, &line, out);
         }
         Some(parts) => {
             let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
@@ -430,9 +484,7 @@ pub fn recognize_raw(
                     after,
                 };
                 out.begin_line(&line);
-                for r in all() {
-                    r.recognize(&line, out);
-                }
+                dispatch(mask, &line, out);
             }
         }
     }

@@ -292,7 +292,13 @@ impl Recognizer for TrtLlm {
             "trtllm-bench",
             "TRTGptModel",
             "kvCache",
-            "KV cache",
+            // Its KV-cache messages by name, not a bare "KV cache": every vLLM stats line
+            // says "KV cache usage" and would reach this recogniser for nothing.
+            "paged KV cache",
+            "KV cache primary pool",
+            "Max KV cache blocks",
+            "available KV cache memory",
+            "in the KV cache",
             "kv_cache_free_gpu_mem",
             "free_gpu_memory_fraction",
             "cudaMalloc",

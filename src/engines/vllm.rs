@@ -554,6 +554,10 @@ impl Recognizer for Vllm {
             return;
         }
 
+        if text.contains("KV cache usage: ") && self.stats_line(text, out) {
+            return;
+        }
+
         // Start lines: the first of a launch resets the context (a restart).
         if is_start(text) {
             if !start_already_seen(line, is_start) {
@@ -664,42 +668,47 @@ impl Recognizer for Vllm {
             return;
         }
 
-        if let Some(c) = STATS_KV.captures(text) {
-            out.engine(id::VLLM);
-            out.phase(PhaseMark::Serving);
-            let usage = num(&c, "p").map(|(p, sp)| (p / 100.0, sp));
-            if let Some((u, sp)) = usage {
-                out.fact("vllm.kv_usage", u, Some(sp));
-            }
-            if let Some(c) = STATS_RUNNING.captures(text) {
-                num_fact(out, &c, "n", "vllm.running_requests");
-            }
-            if let Some(c) = STATS_WAITING.captures(text) {
-                num_fact(out, &c, "n", "vllm.waiting_requests");
-            }
-            if let Some(c) = STATS_PREEMPT.captures(text) {
-                if let Some((n, sp)) = num(&c, "n") {
-                    out.fact("vllm.preemptions", n, Some(sp));
-                    // V1 (0.14+) prints the preemptions of the last interval. Ten or more
-                    // while the cache is full is a preemption storm.
-                    if n >= 10.0 && usage.is_some_and(|(u, _)| u >= 0.9) {
-                        let mut f = Failure::new("kv-exhausted", id::VLLM, Domain::Device);
-                        f.fact("vllm.preemptions", n, Some(sp));
-                        if let Some((u, usp)) = usage {
-                            f.fact("vllm.kv_usage", u, Some(usp));
-                        }
-                        out.failure(f);
-                    }
-                }
-            }
-            return;
-        }
-
         self.accounting(line, out);
     }
 }
 
 impl Vllm {
+    /// The periodic stats line (`... Running: N reqs, ... GPU KV cache usage: P%`). It is the
+    /// most frequent line of a serving log, so it is tested first and by a literal.
+    fn stats_line(&self, text: &str, out: &mut Emit) -> bool {
+        let Some(c) = STATS_KV.captures(text) else {
+            return false;
+        };
+        out.engine(id::VLLM);
+        out.phase(PhaseMark::Serving);
+        let usage = num(&c, "p").map(|(p, sp)| (p / 100.0, sp));
+        if let Some((u, sp)) = usage {
+            out.fact("vllm.kv_usage", u, Some(sp));
+        }
+        if let Some(c) = STATS_RUNNING.captures(text) {
+            num_fact(out, &c, "n", "vllm.running_requests");
+        }
+        if let Some(c) = STATS_WAITING.captures(text) {
+            num_fact(out, &c, "n", "vllm.waiting_requests");
+        }
+        if let Some(c) = STATS_PREEMPT.captures(text) {
+            if let Some((n, sp)) = num(&c, "n") {
+                out.fact("vllm.preemptions", n, Some(sp));
+                // V1 (0.14+) prints the preemptions of the last interval. Ten or more
+                // while the cache is full is a preemption storm.
+                if n >= 10.0 && usage.is_some_and(|(u, _)| u >= 0.9) {
+                    let mut f = Failure::new("kv-exhausted", id::VLLM, Domain::Device);
+                    f.fact("vllm.preemptions", n, Some(sp));
+                    if let Some((u, usp)) = usage {
+                        f.fact("vllm.kv_usage", u, Some(usp));
+                    }
+                    out.failure(f);
+                }
+            }
+        }
+        true
+    }
+
     /// Lines that carry numbers but are not failures, and phase markers.
     fn accounting(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;

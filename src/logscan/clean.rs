@@ -45,7 +45,48 @@ static ANSI: LazyLock<Regex> = LazyLock::new(|| {
 
 struct Prefix {
     re: Regex,
+    /// The bytes a match can start with (`None`: any). Most passes over a line match no
+    /// prefix at all, and a table lookup rules out most prefixes without calling the regex.
+    lead: Option<Box<[bool; 256]>>,
     apply: fn(&regex::Captures<'_>, &mut LineMeta),
+}
+
+impl Prefix {
+    fn new(pattern: &str) -> Prefix {
+        Prefix {
+            re: Regex::new(pattern).expect("static regex"),
+            lead: lead_bytes(pattern),
+            apply: set_ts,
+        }
+    }
+
+    fn may_start(&self, text: &str) -> bool {
+        match (&self.lead, text.as_bytes().first()) {
+            (None, _) => true,
+            (Some(lead), Some(&b)) => lead[b as usize],
+            (Some(_), None) => false,
+        }
+    }
+}
+
+/// The first bytes of every match of an anchored pattern, from the literal prefixes
+/// regex-syntax extracts; `None` when they are not a small finite set (a Unicode class, or a
+/// part that may match the empty string).
+fn lead_bytes(pattern: &str) -> Option<Box<[bool; 256]>> {
+    use regex_syntax::hir::literal::{ExtractKind, Extractor};
+    let hir = regex_syntax::parse(pattern).ok()?;
+    let mut extractor = Extractor::new();
+    extractor
+        .kind(ExtractKind::Prefix)
+        .limit_class(128)
+        .limit_total(4096);
+    let seq = extractor.extract(&hir);
+    let literals = seq.literals()?;
+    let mut lead = Box::new([false; 256]);
+    for lit in literals {
+        lead[*lit.as_bytes().first()? as usize] = true;
+    }
+    Some(lead)
 }
 
 fn set_ts(c: &regex::Captures<'_>, m: &mut LineMeta) {
@@ -85,84 +126,90 @@ fn normalise_level(l: &str) -> String {
 const MONTH: &str = r"(?:\p{L}{3,5}\.?|\d{1,2}\s?[月월])";
 
 /// The prefix table. Order matters only for speed: each pass tries all of them.
+///
+/// Classes are spelled in ASCII (`[0-9]`, `[A-Za-z0-9_]`) rather than Unicode `\d` and `\w`:
+/// prefixes are ASCII in practice, and the Unicode classes make automata that are several
+/// times slower to build and run, which matters because every line that hits an anchor tries
+/// the whole table.
 static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
-    let p = |re: &str| Prefix {
-        re: Regex::new(re).expect("static regex"),
-        apply: set_ts,
-    };
+    let p = Prefix::new;
     vec![
         // Markdown quotes in pasted reports: `> `, `>> `.
         p(r"^(?:>\s?)+"),
         // docker compose: `vllm-1  | `, `api_1 | ` (a service name, spaces, a bar).
-        p(r"^(?P<proc>[A-Za-z0-9][\w.-]{0,62})\s+\|\s?"),
+        p(r"^(?P<proc>[A-Za-z0-9][A-Za-z0-9_.-]{0,62})[ \t]+\|[ \t]?"),
         // kubectl logs --prefix: `[pod/name-abc/container] `
         p(r"^\[pod/(?P<proc>[^\]/]+)/[^\]]*\]\s*"),
         // journald / syslog: `Feb 03 19:57:08 host kernel: `, `Mär 03 ...`, `2024-02-03T19:57:08+0100 host python3[12]: `
         p(&format!(
-            r"^(?P<ts>(?:{MONTH}\s+\d{{1,2}}|\d{{4}}-\d{{2}}-\d{{2}}T)\s*\d{{2}}:\d{{2}}:\d{{2}}(?:[.,]\d+)?(?:[+-]\d{{2}}:?\d{{2}}|Z)?)\s+[\w.-]+\s+(?P<proc>[\w.@/()-]+?)(?:\[(?P<pid>\d+)\])?:\s"
+            r"^(?P<ts>(?:{MONTH}\s+[0-9]{{1,2}}|[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}T)\s*[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}}(?:[.,][0-9]+)?(?:[+-][0-9]{{2}}:?[0-9]{{2}}|Z)?)\s+[A-Za-z0-9_.-]+\s+(?P<proc>[A-Za-z0-9_.@/()-]+?)(?:\[(?P<pid>[0-9]+)\])?:\s"
         )),
         // journald without the host field (as users trim it): `Feb 13 13:11:44 ollama[18421]: `
         p(&format!(
-            r"^(?P<ts>{MONTH}\s+\d{{1,2}}\s+\d{{2}}:\d{{2}}:\d{{2}})\s+(?P<proc>[\w.@/-]+)\[(?P<pid>\d+)\]:\s"
+            r"^(?P<ts>{MONTH}\s+[0-9]{{1,2}}\s+[0-9]{{2}}:[0-9]{{2}}:[0-9]{{2}})\s+(?P<proc>[A-Za-z0-9_.@/-]+)\[(?P<pid>[0-9]+)\]:\s"
         )),
         // dmesg: `[12345.678901] `, dmesg -T: `[Tue May 19 09:42:18 2026] `, localised `[Di Mai 19 ...]`
-        p(r"^\[\s*(?P<ts>\d+\.\d+)\]\s*"),
-        p(r"^\[(?P<ts>\p{L}{2,4}\.? \p{L}{3,5}\.?\s+\d{1,2} \d{2}:\d{2}:\d{2} \d{4})\]\s*"),
+        p(r"^\[\s*(?P<ts>[0-9]+\.[0-9]+)\]\s*"),
+        p(
+            r"^\[(?P<ts>\p{L}{2,4}\.? \p{L}{3,5}\.?\s+[0-9]{1,2} [0-9]{2}:[0-9]{2}:[0-9]{2} [0-9]{4})\]\s*",
+        ),
         // Go slog text (Ollama): `time=2025-01-31T20:48:19.586Z level=INFO source=server.go:104 `,
         // sometimes after a terminal spinner character.
         p(
             r"^(?:[\u{2800}-\u{28FF}]\s*)?time=(?P<ts>\S+)\s+level=(?P<level>[A-Za-z]+)\s+(?:source=\S+\s+)?",
         ),
         // llama.cpp `--log-timestamps`: `0.00.035.060 I `
-        p(r"^(?P<ts>\d+\.\d{2}\.\d{3}\.\d{3})\s+(?P<level>[IWEDT])\s+"),
+        p(r"^(?P<ts>[0-9]+\.[0-9]{2}\.[0-9]{3}\.[0-9]{3})\s+(?P<level>[IWEDT])\s+"),
         // Ray's glog-style header: `[2025-04-02 15:02:00,117 E 135782 135782] `
         p(
-            r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?) (?P<level>[IWEF]) \d+ \d+\]\s*",
+            r"^\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?) (?P<level>[IWEF]) [0-9]+ [0-9]+\]\s*",
         ),
         // vLLM: `INFO 04-28 04:07:49 worker.py:232] ` and `INFO 08-22 20:52:36 [gpu_worker.py:563] `
         p(
-            r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?)\s+(?:\[[\w./-]+:\d+\]|[\w./-]+:\d+\])\s*",
+            r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<ts>[0-9]{2}-[0-9]{2}\s+[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?)\s+(?:\[[A-Za-z0-9_./-]+:[0-9]+\]|[A-Za-z0-9_./-]+:[0-9]+\])\s*",
         ),
         // vLLM V1 / Ray process tags: `(EngineCore pid=123) `, `(VllmWorker rank=0 pid=4) `,
         // `(EngineCore_DP0 pid=1) `, `(RayWorkerWrapper pid=1, ip=10.0.0.1) `, `(pid=55) `, `(raylet) `
         p(
-            r"^\((?:(?P<proc>[A-Za-z_][\w:.-]*)\s*)?(?:rank=(?P<rank>\d+),?\s*)?(?:pid=(?P<pid>\d+))?(?:,\s*ip=[\w.:]+)?\)\s*",
+            r"^\((?:(?P<proc>[A-Za-z_][A-Za-z0-9_:.-]*)\s*)?(?:rank=(?P<rank>[0-9]+),?\s*)?(?:pid=(?P<pid>[0-9]+))?(?:,\s*ip=[A-Za-z0-9_.:]+)?\)\s*",
         ),
         // torchrun / accelerate: `[rank0]: `, `[rank 3]:`, `[default0]:`, `[RANK 0] `
-        p(r"^\[(?:rank|RANK|default)\s*(?P<rank>\d+)\]:?\s*"),
+        p(r"^\[(?:rank|RANK|default)\s*(?P<rank>[0-9]+)\]:?\s*"),
         // SGLang: `[2025-01-01 12:00:00 TP0] `, `[2025-01-01 12:00:00 DP1 TP3] `
         p(
-            r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?)(?:\s+(?:DP|PP|EP)\d+)*(?:\s+TP(?P<rank>\d+))?(?:\s+(?:DP|PP|EP)\d+)*\]\s*",
+            r"^\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?)(?:\s+(?:DP|PP|EP)[0-9]+)*(?:\s+TP(?P<rank>[0-9]+))?(?:\s+(?:DP|PP|EP)[0-9]+)*\]\s*",
         ),
         // bracketed timestamp + optional level and location (DeepSpeed, many Python loggers):
         // `[2024-01-01 00:00:00,000] [INFO] [utils.py:791:see_memory_usage] `
         p(
-            r"^\[(?P<ts>\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]\s*(?:\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*)?(?:\[[\w./-]+:\d+(?::\w+)?\]\s*)?",
+            r"^\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)\]\s*(?:\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*)?(?:\[[A-Za-z0-9_./-]+:[0-9]+(?::[A-Za-z0-9_]+)?\]\s*)?",
         ),
         // TensorRT-LLM: `[TensorRT-LLM][INFO] `, `[TRT-LLM] [I] `, `[01/16/2026-06:20:15] `
-        p(r"^\[(?P<tag>TensorRT-LLM)\]\s*(?:\[RANK \d+\]\s*)?\[(?P<level>[A-Z]+)\]\s*"),
-        p(r"^\[(?P<ts>\d{2}/\d{2}/\d{4}-\d{2}:\d{2}:\d{2})\]\s*"),
-        p(r"^\[(?P<tag>TRT-LLM)\]\s*(?:\[RANK (?P<rank>\d+)\]\s*)?\[(?P<level>[A-Z])\]\s*"),
+        p(r"^\[(?P<tag>TensorRT-LLM)\]\s*(?:\[RANK [0-9]+\]\s*)?\[(?P<level>[A-Z]+)\]\s*"),
+        p(r"^\[(?P<ts>[0-9]{2}/[0-9]{2}/[0-9]{4}-[0-9]{2}:[0-9]{2}:[0-9]{2})\]\s*"),
+        p(r"^\[(?P<tag>TRT-LLM)\]\s*(?:\[RANK (?P<rank>[0-9]+)\]\s*)?\[(?P<level>[A-Z])\]\s*"),
         // glog / absl: `W0623 18:20:12.602631 2860192 bfc_allocator.cc:514] `
-        p(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s*"),
+        p(
+            r"^(?P<level>[IWEF])(?P<ts>[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+)\s+[0-9]+\s+[A-Za-z0-9_./-]+:[0-9]+\]\s*",
+        ),
         // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `
         p(
-            r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?):?\s+(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
+            r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?):?\s+(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
         ),
         // TF absl after its timestamp: `: W tensorflow/tsl/framework/bfc_allocator.cc:485] `
-        p(r"^(?P<level>[IWEF])\s+[\w./-]+\.(?:cc|h|cpp):\d+\]\s*"),
+        p(r"^(?P<level>[IWEF])\s+[A-Za-z0-9_./-]+\.(?:cc|h|cpp):[0-9]+\]\s*"),
         // TGI tracing targets: `shard-manager: text_generation_launcher: `
         p(
             r"^(?:(?:shard-manager|download|webserver|warmup|text_generation_[a-z_]+|text_generation_launcher)(?:\{[^}]*\})?:\s+)+",
         ),
         // Python logging: `- name - ERROR - `, `root - INFO - `, `INFO:root:`, `WARNING:__main__:`
-        p(r"^-?\s*[\w.]+\s+-\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+"),
-        p(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]+:"),
+        p(r"^-?\s*[A-Za-z0-9_.]+\s+-\s+(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+"),
+        p(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[A-Za-z0-9_.]+:"),
         // Bare level tags: `[INFO] `, `ERROR: `, `WARNING `
         p(r"^\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*"),
         p(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s*|\s+)"),
         // A source location in brackets: `[utils.py:791:see_memory_usage] `
-        p(r"^\[[\w./-]+\.(?:py|cc|cpp|rs|go):\d+(?::\w+)?\]\s*"),
+        p(r"^\[[A-Za-z0-9_./-]+\.(?:py|cc|cpp|rs|go):[0-9]+(?::[A-Za-z0-9_]+)?\]\s*"),
     ]
 });
 
@@ -170,12 +217,27 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
 pub fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains('\x1b')
         && !text.contains("^[")
-        && !text.contains('m')
         && !text.contains("#033")
+        && !has_orphan_sgr(text)
     {
         return std::borrow::Cow::Borrowed(text);
     }
     ANSI.replace_all(text, "")
+}
+
+/// Whether the text holds an SGR code whose ESC byte was lost (`[0;31m`, `[m`): a `[`, then
+/// only digits and `;`, then `m`. Checked without a regex because nearly every line has a `[`
+/// or an `m` and this runs on every line that hits an anchor.
+fn has_orphan_sgr(text: &str) -> bool {
+    let b = text.as_bytes();
+    memchr::memchr_iter(b'[', b).any(|i| {
+        let rest = &b[i + 1..];
+        let digits = rest
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || **c == b';')
+            .count();
+        digits <= 16 && rest.get(digits) == Some(&b'm')
+    })
 }
 
 /// Cleans one raw line: decodes lossily, drops CR and colour codes, unwraps a JSON log
@@ -272,6 +334,11 @@ pub fn strip_prefixes<'a>(mut text: &'a str, meta: &mut LineMeta) -> &'a str {
         let trimmed = text.trim_start_matches([' ', '\t']);
         let mut progressed = false;
         for p in PREFIXES.iter() {
+            // `is_match` runs the fast DFA and fails in a few bytes; `captures` alone would run
+            // a capturing engine for every prefix on every line.
+            if !p.may_start(trimmed) || !p.re.is_match(trimmed) {
+                continue;
+            }
             if let Some(c) = p.re.captures(trimmed) {
                 let whole = c.get(0).map(|m| m.end()).unwrap_or(0);
                 if whole == 0 {
@@ -322,6 +389,58 @@ mod tests {
 
     fn clean(s: &str) -> CleanLine {
         clean_line(s.as_bytes())
+    }
+
+    /// The lead-byte filter must never skip a prefix that would match: checked at every word
+    /// start of every line of the bundled fixtures.
+    #[test]
+    fn lead_bytes_never_skip_a_match() {
+        fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, files);
+                } else if p.extension().is_some_and(|x| x == "log" || x == "txt") {
+                    files.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures")),
+            &mut files,
+        );
+        assert!(files.len() > 50, "the fixtures are there");
+        let mut checked = 0;
+        for f in files {
+            let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).into_owned();
+            for line in text.lines() {
+                let line = strip_ansi(line);
+                let starts = std::iter::once(0).chain(line.match_indices(' ').map(|(i, _)| i + 1));
+                for i in starts.take(12) {
+                    let t = &line[i..];
+                    for p in PREFIXES.iter() {
+                        if p.re.is_match(t) {
+                            assert!(
+                                p.may_start(t),
+                                "{} skipped on {t:?} ({})",
+                                p.re.as_str(),
+                                f.display()
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 100_000);
+        // And the filter does filter: most prefixes have a small lead set.
+        let filtered = PREFIXES.iter().filter(|p| p.lead.is_some()).count();
+        assert!(
+            filtered * 3 >= PREFIXES.len() * 2,
+            "{filtered} of {} prefixes have a lead set",
+            PREFIXES.len()
+        );
     }
 
     #[test]

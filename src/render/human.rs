@@ -604,7 +604,16 @@ fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
             None => format!("seen only in {series}"),
         };
     }
+    // A failure time given by the log carries the log's line as its source.
+    let given = f
+        .get("series.failure_time")
+        .and_then(|x| x.sources.first())
+        .is_some_and(|s| *s.input == *r.location.input);
     match (f.bool("series.time_aligned"), f.str("series.failure_time")) {
+        _ if !given => format!(
+            "lined up by device only ({} has no timestamp near the failure): {series} is read up to its own failure or its end",
+            r.location.input
+        ),
         (Some(true), Some(t)) => {
             let gap = f
                 .display("series.failure_gap_seconds")
@@ -619,13 +628,9 @@ fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
             at("series.failure_time"),
             f.display("series.failure_gap_seconds").unwrap_or_default()
         ),
-        (Some(false), Some(_)) => format!(
+        _ => format!(
             "the failure ({}) is outside {series}, so the series says nothing of the moment",
             at("series.failure_time")
-        ),
-        _ => format!(
-            "lined up by device only ({} has no timestamps): {series} is read up to its own failure or its end",
-            r.location.input
         ),
     }
 }
@@ -691,10 +696,12 @@ fn series_summaries(
         .iter()
         .filter(|p| !charted.iter().any(|c| std::ptr::eq(*c, *p)))
         .collect();
+    // Series inputs with nothing to draw (per-process or engine metrics alone), said only
+    // when no device was drawn at all: beside a device series they described its devices.
     let engine_only: Vec<&str> = d
         .inputs
         .iter()
-        .filter(|i| i.kind == "series" && !d.series.iter().any(|p| p.input == i.name))
+        .filter(|i| i.kind == "series" && d.series.is_empty())
         .map(|i| i.name.as_str())
         .collect();
     if rest.is_empty() && engine_only.is_empty() {

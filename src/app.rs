@@ -754,9 +754,14 @@ fn fuse_series(
         for &k in &same {
             used[k] = true;
         }
+        // Short: the HTML chart prints it above the line.
+        let file = std::path::Path::new(&*inc.input).file_name().map_or_else(
+            || inc.input.to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
         let label = match inc.first.line {
-            Some(l) => format!("OOM ({}:{l})", inc.input),
-            None => format!("OOM ({})", inc.input),
+            Some(l) => format!("OOM ({file}:{l})"),
+            None => format!("OOM ({file})"),
         };
         if let (Some(t), Some(true)) = (time, aligned) {
             if let Some(d) = facts.num("series.device").map(|d| d as u32) {
@@ -830,7 +835,7 @@ fn fuse_series(
             device: f.device,
             input: f.input.clone(),
             at: f.at,
-            label: format!("OOM (device filled, then released) on GPU {}", f.device),
+            label: "OOM".to_string(),
         });
         incidents.push(inc);
     }

@@ -339,7 +339,7 @@ fn a_per_process_series_names_the_neighbour_in_a_contention_incident() {
     assert!(
         plot.marks
             .iter()
-            .any(|m| m.kind == MarkKind::Event && m.label.contains("pid 51877")),
+            .any(|m| m.kind == MarkKind::Event && m.label == "pid 51877 appears"),
         "{:?}",
         plot.marks
     );

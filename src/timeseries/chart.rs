@@ -220,9 +220,14 @@ pub fn plot_sparkline_scale(plot: &crate::plot::SeriesPlot) -> (u64, u64) {
     v.sort_unstable();
     let hi = v[v.len() - 1];
     let lo = v[v.len() / 20];
-    let min_span = plot.total_bytes.unwrap_or(hi).max(1) / 10;
-    let lo = lo.min(hi.saturating_sub(min_span));
-    (lo, hi.max(lo + 1))
+    let min_span = (plot.total_bytes.unwrap_or(hi) / 10).max(1);
+    if hi - lo >= min_span {
+        return (lo, hi);
+    }
+    // Nearly flat: centre it, so a level line is drawn half way up, not as "full".
+    let mid = lo + (hi - lo) / 2;
+    let lo = mid.saturating_sub(min_span / 2);
+    (lo, lo + min_span)
 }
 
 /// A one-line sparkline of a plot over `scale` (bytes at the lowest and the highest level;

@@ -146,7 +146,6 @@ impl SeriesAnalysis {
         for p in &d.patterns {
             if let super::Pattern::OtherProcess {
                 pid,
-                name,
                 appeared: Some(_),
                 ..
             } = p
@@ -155,7 +154,7 @@ impl SeriesAnalysis {
                     if let Some(&first) = proc_.series.used.times().first() {
                         marks.push(SeriesMark {
                             t: seconds(d.clock, first, t0),
-                            label: format!("pid {pid} ({name}) appears"),
+                            label: format!("pid {pid} appears"),
                             kind: MarkKind::Event,
                         });
                     }

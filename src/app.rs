@@ -230,6 +230,9 @@ struct InputOutcome {
     shared_facts: Option<crate::evidence::Facts>,
     /// An analysed snapshot, fused with the log incidents after every input is read.
     snapshot: Option<crate::snapshot::SnapshotAnalysis>,
+    /// A memory series, merged with the run's other series and analysed once every input
+    /// is read (`gpu.csv` and `apps.csv` describe the same devices).
+    series_set: Option<crate::timeseries::SeriesSet>,
 }
 
 impl InputOutcome {
@@ -241,6 +244,7 @@ impl InputOutcome {
             snapshots: vec![],
             shared_facts: None,
             snapshot: None,
+            series_set: None,
         }
     }
 }
@@ -480,6 +484,369 @@ fn fuse_snapshots(
     }
 }
 
+/// Reads a memory series (nvidia-smi CSV, Prometheus text, CSV or JSON Lines) whole, within
+/// the sample limit. It is analysed with the run's other series once every input is read.
+fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
+    let name = opened.input_name();
+    let Some(format) = crate::timeseries::sniff(&opened.head) else {
+        return Err(InputError::Unsupported {
+            input: name.to_string(),
+            message: "not a memory series oomdoctor reads".into(),
+            help: Some(
+                "series are nvidia-smi --query-gpu / --query-compute-apps CSV, Prometheus text (DCGM, vLLM, SGLang), or CSV / JSON Lines with a timestamp and a used-memory column"
+                    .into(),
+            ),
+        });
+    };
+    let counter = opened.counter.clone();
+    let compressed = opened.compressed;
+    let reader = io::BufReader::with_capacity(1 << 20, opened.reader);
+    let set = crate::timeseries::read(reader, &name, format)
+        .map_err(|e| InputError::Series(Box::new(e)))?;
+    let mut out = InputOutcome::new(InputReport {
+        name: name.to_string(),
+        kind: "series",
+        bytes: counter.load(std::sync::atomic::Ordering::Relaxed),
+        lines: None,
+        compressed,
+        // Counted once the run's series are analysed together.
+        incidents: 0,
+    });
+    out.series_set = Some(set);
+    Ok(out)
+}
+
+/// How far a log's failure time may be from a series' crash (between its last high and
+/// first low sample) and still be the same failure.
+const SERIES_MATCH_TOLERANCE_S: i64 = 60;
+
+/// A log timestamp as a time the series can use. Yearless stamps (vLLM's `08-22 20:52:36`,
+/// glog, syslog) take the year of the series; a span across New Year tries both years.
+fn log_time(
+    text: &str,
+    span: Option<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    use chrono::Datelike;
+    let Some((start, end)) = span else {
+        return crate::timeseries::parse_log_time(text, None).map(|(t, _)| t);
+    };
+    let day = chrono::Duration::days(1);
+    let mut first = None;
+    for year in [start.year(), end.year()] {
+        if let Some((t, _)) = crate::timeseries::parse_log_time(text, Some(year)) {
+            if t >= start - day && t <= end + day {
+                return Some(t);
+            }
+            first.get_or_insert(t);
+        }
+    }
+    first
+}
+
+/// The engine a series names: the failing process's name (`VLLM::EngineCore`,
+/// `/app/llama-server`), else `unknown`. Engine metrics beside a device series do not say
+/// which process filled the device, so they do not name it.
+fn series_engine(facts: &crate::evidence::Facts) -> &'static str {
+    use crate::engines::id;
+    let by_name = |name: &str| {
+        let n = name.to_ascii_lowercase();
+        [
+            ("vllm", id::VLLM),
+            ("sglang", id::SGLANG),
+            ("ollama", id::OLLAMA),
+            ("llama-server", id::LLAMACPP),
+            ("llama-cli", id::LLAMACPP),
+            ("text-generation", id::TGI),
+            ("tritonserver", id::TRTLLM),
+            ("trtllm", id::TRTLLM),
+        ]
+        .iter()
+        .find(|(k, _)| n.contains(k))
+        .map(|(_, e)| *e)
+    };
+    facts
+        .str("series.own_process_name")
+        .and_then(by_name)
+        .unwrap_or(id::UNKNOWN)
+}
+
+/// The phase a series-only failure came in, from when it came: while memory was still
+/// ramping up from idle (loading), shortly after the load ramp (the first steps or
+/// requests), or later. Returns the phase and the sentence saying why.
+fn series_phase(facts: &crate::evidence::Facts, engine: &str) -> (&'static str, String) {
+    use crate::phase::id;
+    use crate::units::format_bytes_f;
+    let serving = matches!(
+        engine,
+        crate::engines::id::VLLM
+            | crate::engines::id::SGLANG
+            | crate::engines::id::TGI
+            | crate::engines::id::TRTLLM
+            | crate::engines::id::OLLAMA
+            | crate::engines::id::LLAMACPP
+    );
+    let secs = facts.num("series.seconds_since_load");
+    if facts.bool("series.failed_during_load") == Some(true) {
+        let peak = facts
+            .num("series.peak_bytes")
+            .map_or(String::new(), |p| format!(" to {}", format_bytes_f(p)));
+        return (
+            id::MODEL_LOAD,
+            format!(
+                "series: memory was still ramping up from idle{peak} when the device filled, before the run ever settled: during loading"
+            ),
+        );
+    }
+    let seconds = |s: f64| crate::evidence::Unit::Seconds.display(&s.into());
+    match secs {
+        Some(s) if s <= 120.0 => (
+            if serving { id::WARMUP } else { id::FIRST_STEP },
+            format!(
+                "series: the device filled {} after the load ramp ended: on the first {}",
+                seconds(s),
+                if serving { "requests" } else { "steps" }
+            ),
+        ),
+        Some(s) => (
+            if serving {
+                id::SERVING
+            } else {
+                id::STEADY_STATE
+            },
+            format!(
+                "series: the device filled {} after the load ramp ended",
+                seconds(s)
+            ),
+        ),
+        None => (
+            id::UNKNOWN,
+            "series: the device filled, then its memory was released".to_string(),
+        ),
+    }
+}
+
+/// Facts that stay true when a series does not cover the failure's moment: which device,
+/// its size, and that the series could not be lined up.
+const SERIES_UNALIGNED_FACTS: &[&str] = &[
+    "series.device",
+    "series.device_uuid",
+    "series.total_bytes",
+    "series.time_aligned",
+    "series.failure_gap_seconds",
+    "series.failure_time",
+    "series.skipped_rows",
+];
+
+/// Joins memory series to the incidents they describe, or makes incidents of their own.
+///
+/// Each device incident (from a log, or from a snapshot on a device the series has) is lined
+/// up by device and time: the timestamp of its failure line (or the nearest one before it)
+/// cuts the series there, and the `series.*` facts of that moment join the incident's, the
+/// log's facts winning where both speak. A series failure (the device filled, then the
+/// memory was released) at that time is the same incident, never a second one. A log
+/// without timestamps is lined up by device only (`series.time_aligned = false`); a log
+/// time outside the series keeps only the facts that do not depend on the moment. Series
+/// failures no other input shows become incidents of their own, except a drop from a
+/// device that was full by design (a preallocating engine stopping): that is a restart.
+fn fuse_series(
+    incidents: &mut Vec<crate::incident::Incident>,
+    analysis: &crate::timeseries::SeriesAnalysis,
+    snapshot_inputs: &[String],
+) -> Vec<crate::timeseries::OomMark> {
+    use crate::engines::Domain;
+    use crate::evidence::Provenance;
+    use crate::timeseries::Clock;
+    let span = analysis.wall_span();
+    let wall = span.is_some()
+        || analysis.engines.iter().any(|e| e.clock == Clock::Wall)
+        || analysis
+            .orphan_processes
+            .iter()
+            .any(|p| p.series.clock == Clock::Wall);
+    let series_devices = analysis.devices();
+    let failures = &analysis.failures;
+    let mut used = vec![false; failures.len()];
+    let mut marks = Vec::new();
+    let tolerance = chrono::Duration::seconds(SERIES_MATCH_TOLERANCE_S);
+    for inc in incidents.iter_mut() {
+        if inc.domain != Domain::Device {
+            continue;
+        }
+        // A snapshot's incident takes series facts only from its own device.
+        if snapshot_inputs.iter().any(|s| **s == *inc.input)
+            && !inc.device.is_some_and(|d| series_devices.contains(&d))
+        {
+            continue;
+        }
+        let time = if wall {
+            inc.time_hint.as_deref().and_then(|t| log_time(t, span))
+        } else {
+            None
+        };
+        // The series failure this incident is: same time, on one of its devices (or on
+        // any device when the series has none of them: CUDA_VISIBLE_DEVICES renumbers).
+        let on_device = |d: u32| {
+            inc.devices.is_empty()
+                || inc.devices.contains(&d)
+                || !series_devices.iter().any(|x| inc.devices.contains(x))
+        };
+        let same: Vec<usize> = match time {
+            Some(t) => failures
+                .iter()
+                .enumerate()
+                .filter(|(k, f)| !used[*k] && on_device(f.device) && f.matches(t, tolerance))
+                .map(|(k, _)| k)
+                .collect(),
+            None => Vec::new(),
+        };
+        let device = same
+            .first()
+            .map(|&k| failures[k].device)
+            .or(inc.device)
+            .or_else(|| inc.devices.iter().next().copied());
+        let mut facts = analysis.facts_for_process(device, time, inc.pid);
+        if !facts
+            .iter()
+            .any(|(name, _)| name != "series.skipped_rows" && name != "series.failure_time")
+        {
+            continue;
+        }
+        let aligned = facts.bool("series.time_aligned");
+        if time.is_some() && aligned == Some(false) {
+            // The series does not cover the failure: what it shows happened at another time.
+            let names: Vec<String> = facts.iter().map(|(n, _)| n.to_string()).collect();
+            for n in names {
+                if !SERIES_UNALIGNED_FACTS.contains(&n.as_str()) {
+                    facts.remove(&n);
+                }
+            }
+        }
+        facts.set_if_absent("series.time_aligned", time.is_some(), None);
+        if let Some(t) = time {
+            // The failure time came from the log line: say so.
+            let at = Provenance {
+                span: None,
+                ..inc.first.clone()
+            };
+            facts.set(
+                "series.failure_time",
+                t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                Some(at),
+            );
+        }
+        // Without a time, the device's own failure (if any) is the one described.
+        let mut same = same;
+        if time.is_none() && facts.bool("series.crash_drop") == Some(true) {
+            let dev = facts.num("series.device").map(|d| d as u32);
+            let ft = facts.str("series.failure_time");
+            same.extend(
+                failures
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, f)| {
+                        !used[*k]
+                            && Some(f.device) == dev
+                            && f.facts.str("series.failure_time") == ft
+                    })
+                    .map(|(k, _)| k),
+            );
+        }
+        for &k in &same {
+            used[k] = true;
+        }
+        // Short: the HTML chart prints it above the line.
+        let file = std::path::Path::new(&*inc.input).file_name().map_or_else(
+            || inc.input.to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        );
+        let label = match inc.first.line {
+            Some(l) => format!("OOM ({file}:{l})"),
+            None => format!("OOM ({file})"),
+        };
+        if let (Some(t), Some(true)) = (time, aligned) {
+            if let Some(d) = facts.num("series.device").map(|d| d as u32) {
+                if let Some(dev) = analysis.devices.iter().find(|x| x.index == d) {
+                    marks.push(crate::timeseries::OomMark {
+                        device: d,
+                        input: dev.input.clone(),
+                        at: t.timestamp_millis(),
+                        label,
+                    });
+                }
+            }
+        } else if let Some(&k) = same.first() {
+            let f = &failures[k];
+            marks.push(crate::timeseries::OomMark {
+                device: f.device,
+                input: f.input.clone(),
+                at: f.at,
+                label,
+            });
+        }
+        inc.facts.merge(&facts, false);
+        if inc.device.is_none() {
+            inc.device = facts.num("series.device").map(|d| d as u32);
+            inc.devices.extend(inc.device);
+        }
+    }
+    for (k, f) in failures.iter().enumerate() {
+        if used[k] {
+            continue;
+        }
+        // A preallocating engine's device drops when the engine stops; that is not an OOM
+        // unless the failure came in an excursion above the preallocated level.
+        if f.facts.bool("series.flat_high") == Some(true)
+            && f.facts.bool("series.spike") != Some(true)
+        {
+            continue;
+        }
+        let mut facts = f.facts.clone();
+        let first = [
+            "series.used_at_failure_bytes",
+            "series.device_filled",
+            "series.crash_drop",
+        ]
+        .iter()
+        .find_map(|n| facts.get(n).and_then(|x| x.sources.first().cloned()))
+        .unwrap_or_else(|| {
+            Provenance::at(
+                f.input.clone(),
+                format!("gpu {} at {}", f.device, f.clock.format(f.at)),
+            )
+        });
+        let engine = series_engine(&facts);
+        let (phase, why) = series_phase(&facts, engine);
+        facts.set_if_absent("failure.kind", "device-oom", Some(first.clone()));
+        facts.set_if_absent("failure.engine", engine, Some(first.clone()));
+        facts.set_if_absent("phase", phase, Some(first.clone()));
+        facts.set_if_absent("phase.evidence", why.as_str(), Some(first.clone()));
+        let mut inc = crate::incident::Incident::from_evidence(
+            f.input.clone(),
+            "device-oom",
+            engine,
+            Domain::Device,
+            Some(f.device),
+            first,
+            facts,
+            phase,
+        );
+        inc.timestamp = facts_time(f);
+        marks.push(crate::timeseries::OomMark {
+            device: f.device,
+            input: f.input.clone(),
+            at: f.at,
+            label: "OOM".to_string(),
+        });
+        incidents.push(inc);
+    }
+    marks
+}
+
+/// The time of a series failure as the report prints incident times.
+fn facts_time(f: &crate::timeseries::SeriesFailure) -> Option<String> {
+    f.facts.str("series.failure_time").map(str::to_string)
+}
+
 /// One thing to read: standard input, a file named on the command line, or a file found
 /// in a directory input (for which kinds this build cannot read yet, and binary files, are
 /// skipped with a note instead of failing the run).
@@ -517,6 +884,7 @@ fn analyze_opened(
         InputKind::Snapshot => {
             snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))
         }
+        InputKind::Series => series_input(opened).map_err(|e| (e, InputKind::Series)),
         InputKind::Log => {
             let counter = opened.counter.clone();
             let mut reader = opened.reader;
@@ -546,6 +914,7 @@ fn analyze_opened(
                 snapshots: Vec::new(),
                 shared_facts: None,
                 snapshot: None,
+                series_set: None,
             })
         }
         other => Err((
@@ -727,6 +1096,7 @@ pub fn analyze(
     let mut kinds = Vec::new();
     let mut shared = crate::evidence::Facts::new();
     let mut snapshots = Vec::new();
+    let mut series_sets = Vec::new();
     if let Some(m) = &opts.model {
         match model_input(m) {
             Ok(outcome) => {
@@ -762,6 +1132,9 @@ pub fn analyze(
                 if let Some(snap) = outcome.snapshot {
                     snapshots.push(snap);
                 }
+                if let Some(set) = outcome.series_set {
+                    series_sets.push(set);
+                }
             }
             Some(Read1::Skipped(s)) => {
                 if let (Item::File { .. }, Ok(kind)) = (
@@ -786,6 +1159,19 @@ pub fn analyze(
         }
     }
     fuse_snapshots(&mut incidents, &snapshots);
+    if !series_sets.is_empty() {
+        let mut set = crate::timeseries::SeriesSet::default();
+        for s in series_sets {
+            set.merge(s);
+        }
+        let analysis = crate::timeseries::analyze(&set);
+        let snapshot_inputs: Vec<String> = snapshots.iter().map(|s| s.input.clone()).collect();
+        let ooms = fuse_series(&mut incidents, &analysis, &snapshot_inputs);
+        for r in diagnosis.inputs.iter_mut().filter(|r| r.kind == "series") {
+            r.incidents = ooms.iter().filter(|m| *m.input == *r.name).count();
+        }
+        diagnosis.series.extend(analysis.plots(&ooms));
+    }
     // What a log says wins over the model file: it shows what actually ran.
     if !shared.is_empty() {
         for inc in &mut incidents {

@@ -46,6 +46,13 @@ pub struct Incident {
     pub last_line: u64,
     /// Timestamp text of the first failure line, when the log had one.
     pub timestamp: Option<String>,
+    /// The nearest timestamp printed at or before the failure: the failure line's own, else
+    /// that of the closest line before it (a traceback's lines carry none; the logger's
+    /// `ERROR` line above them does). Only used to line the incident up with a series.
+    pub time_hint: Option<String>,
+    /// The process id a line prefix gave for the failure (`(EngineCore pid=123)`,
+    /// `python3[4242]:`), to tell the failing job from its neighbours in per-process series.
+    pub pid: Option<u32>,
     pub facts: Facts,
     pub phase: &'static str,
     /// Created by a wrapper message that a real failure may still complete.
@@ -81,6 +88,8 @@ impl Incident {
             first,
             last_line: 0,
             timestamp: None,
+            time_hint: None,
+            pid: None,
             facts,
             phase,
             from_wrapper: false,
@@ -298,6 +307,10 @@ impl LogAnalyzer {
             .marker
             .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)));
         let decision = phase::decide(&preceding, marker);
+        let time_hint = meta
+            .timestamp
+            .clone()
+            .or_else(|| preceding.iter().find_map(|l| l.meta.timestamp.clone()));
         let phase_prov = Provenance {
             span: None,
             ..prov.clone()
@@ -339,6 +352,8 @@ impl LogAnalyzer {
             first: Provenance { span: None, ..prov },
             last_line: line_no,
             timestamp: meta.timestamp.clone(),
+            time_hint,
+            pid: meta.pid,
             facts,
             phase: decision.phase,
             from_wrapper: f.wrapper,

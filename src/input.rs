@@ -95,6 +95,9 @@ pub enum InputError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Snapshot(Box<crate::snapshot::SnapshotError>),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Series(Box<crate::timeseries::SeriesError>),
 }
 
 impl InputError {

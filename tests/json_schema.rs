@@ -117,6 +117,24 @@ fn every_fixture_output_matches_the_schema() {
         checked += 1;
     }
     assert!(checked > 10);
+    // Fixtures that are directories: every file of one is an input of one run (a log with
+    // its memory series).
+    let mut dirs = 0;
+    for dir in fixture_dirs("fixtures/rules") {
+        let mut inputs: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|f| f.path().display().to_string())
+            .collect();
+        inputs.sort();
+        let (d, _) = oomdoctor::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
+        let v = serde_json::to_value(&d).unwrap();
+        let mut errors = Vec::new();
+        validate(&root, &root, &v, "$", &mut errors);
+        assert!(errors.is_empty(), "{dir}:\n{}", errors.join("\n"));
+        dirs += 1;
+    }
+    assert!(dirs >= 5);
     // Snapshots (with and without an OOM) and a log fused with its snapshot.
     for inputs in [
         vec!["fixtures/snapshots/no_oom_summary.pickle".to_string()],
@@ -180,6 +198,21 @@ fn glob_logs(dir: &str) -> Vec<String> {
                 let p = f.path();
                 if p.is_file() {
                     out.push(p.display().to_string());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn fixture_dirs(dir: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for rule in std::fs::read_dir(dir).unwrap().flatten() {
+        if rule.path().is_dir() {
+            for f in std::fs::read_dir(rule.path()).unwrap().flatten() {
+                if f.path().is_dir() {
+                    out.push(f.path().display().to_string());
                 }
             }
         }

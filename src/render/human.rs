@@ -166,10 +166,11 @@ fn crop(text: &str, labels: &[Label], max: usize) -> Vec<(String, Vec<Label>, is
 }
 
 /// Renders the evidence lines of an incident: one snippet per source line, labelled.
-fn snippets(report: &IncidentReport, style: &Style) -> String {
+fn snippets(report: &IncidentReport, style: &Style, series_inputs: &[&str]) -> String {
     // Group the facts behind the evidence by (input, line), keeping spans.
     let mut lines: BTreeMap<(String, u64), (String, Vec<Label>)> = BTreeMap::new();
     let mut order: Vec<(String, u64)> = Vec::new();
+    let max = style.width.saturating_sub(16).max(50);
     let mut add = |p: &Provenance, label: Option<String>| {
         let (Some(line), Some(text)) = (p.line, p.text.as_ref()) else {
             return;
@@ -179,10 +180,35 @@ fn snippets(report: &IncidentReport, style: &Style) -> String {
             order.push(key.clone());
             (text.to_string(), Vec::new())
         });
-        if let (Some(span), Some(label)) = (p.span, label) {
-            if span.1 <= entry.0.len() && !entry.1.iter().any(|l| l.0 == span.0) {
+        match (p.span, label) {
+            (Some(span), Some(label))
+                if span.1 <= entry.0.len() && !entry.1.iter().any(|l| l.0 == span.0) =>
+            {
                 entry.1.push((span.0, span.1, label));
             }
+            // A series sample is one row of numbers: label the row (or, for a long
+            // Prometheus line, its value and timestamp at the end) with the first fact read
+            // from it.
+            (None, Some(label))
+                if entry.1.is_empty()
+                    && series_inputs.contains(&&*p.input)
+                    && !label.ends_with(": true")
+                    && !label.ends_with(": false") =>
+            {
+                let len = entry.0.len();
+                let mut from = if len <= max {
+                    0
+                } else {
+                    len.saturating_sub(32)
+                };
+                while from < len && !entry.0.is_char_boundary(from) {
+                    from += 1;
+                }
+                if from < len {
+                    entry.1.push((from, len, label));
+                }
+            }
+            _ => {}
         }
     };
     add(
@@ -213,9 +239,7 @@ fn snippets(report: &IncidentReport, style: &Style) -> String {
         let Some((text, labels)) = lines.get(key) else {
             continue;
         };
-        for (excerpt, labels, column_shift) in
-            crop(text, labels, style.width.saturating_sub(16).max(50))
-        {
+        for (excerpt, labels, column_shift) in crop(text, labels, max) {
             let mut spans: Vec<LabeledSpan> = labels
                 .iter()
                 .map(|(s, e, l)| LabeledSpan::new(Some(l.clone()), *s, e - s))
@@ -332,9 +356,17 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             }
         );
         snapshot_summaries(d, style, &mut out);
+        series_summaries(d, &[], style, &mut out);
         skipped(d, style, &mut out);
         return out;
     }
+    let series_inputs: Vec<&str> = d
+        .inputs
+        .iter()
+        .filter(|i| i.kind == "series")
+        .map(|i| i.name.as_str())
+        .collect();
+    let mut charted: Vec<&crate::plot::SeriesPlot> = Vec::new();
     let _ = writeln!(
         out,
         "{} {} in {}",
@@ -370,13 +402,16 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
                 r.fingerprint
             ))
         );
-        out.push_str(&snippets(r, style));
+        out.push_str(&snippets(r, style, &series_inputs));
         let _ = writeln!(
             out,
             "  {}",
             style.bold(&format!("Why {}: {}", r.cause, r.title.to_lowercase()))
         );
         evidence_block(&r.evidence, style, &mut out);
+        if let Some(p) = incident_series(r, style, d, &mut out) {
+            charted.push(p);
+        }
         if !r.fixes.is_empty() {
             let _ = writeln!(
                 out,
@@ -446,6 +481,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
     }
     skipped(d, style, &mut out);
     snapshot_summaries(d, style, &mut out);
+    series_summaries(d, &charted, style, &mut out);
     if !d.errors.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
@@ -526,6 +562,214 @@ fn skipped(d: &Diagnosis, style: &Style, out: &mut String) {
             out,
             "  {}",
             style.dim(&format!("{} ({}): {}", s.input, s.kind, s.reason))
+        );
+    }
+}
+
+/// The plot of the device an incident's series facts describe.
+fn plot_for<'d>(r: &IncidentReport, d: &'d Diagnosis) -> Option<&'d crate::plot::SeriesPlot> {
+    let fact = r.facts.get("series.device")?;
+    let device = r.facts.num("series.device")? as u32;
+    let input = fact.sources.first().map(|s| s.input.to_string());
+    d.series
+        .iter()
+        .find(|p| p.device == Some(device) && Some(&p.input) == input.as_ref())
+        .or_else(|| d.series.iter().find(|p| p.device == Some(device)))
+}
+
+/// Seconds since a plot's start of an RFC 3339 time.
+fn plot_offset(p: &crate::plot::SeriesPlot, time: &str) -> Option<f64> {
+    let start = chrono::DateTime::parse_from_rfc3339(p.start.as_deref()?).ok()?;
+    let t = chrono::DateTime::parse_from_rfc3339(time).ok()?;
+    Some((t - start).num_milliseconds() as f64 / 1000.0)
+}
+
+/// How the series was lined up with the incident, in one sentence naming the inputs.
+fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
+    let f = &r.facts;
+    let gpu = p.device.map_or(String::new(), |d| format!("GPU {d} of "));
+    let series = format!("{gpu}{}", p.input);
+    let from_log = r.location.line.is_some() && r.location.input != p.input;
+    let at = |name: &str| {
+        f.get(name)
+            .and_then(|x| x.sources.first())
+            .map(|s| s.short())
+            .unwrap_or_default()
+    };
+    if !from_log {
+        return match f.str("series.failure_time") {
+            Some(t) => format!(
+                "seen only in {series}: the device filled, then its memory was released (last high sample {t})"
+            ),
+            None => format!("seen only in {series}"),
+        };
+    }
+    // A failure time given by the log carries the log's line as its source.
+    let given = f
+        .get("series.failure_time")
+        .and_then(|x| x.sources.first())
+        .is_some_and(|s| *s.input == *r.location.input);
+    match (f.bool("series.time_aligned"), f.str("series.failure_time")) {
+        _ if !given => format!(
+            "lined up by device only ({} has no timestamp near the failure): {series} is read up to its own failure or its end",
+            r.location.input
+        ),
+        (Some(true), Some(t)) => {
+            let gap = f
+                .display("series.failure_gap_seconds")
+                .map_or(String::new(), |g| format!(", {g} after its last sample"));
+            format!(
+                "lined up by time: the failure at {t} ({}) falls in {series}{gap}",
+                at("series.failure_time")
+            )
+        }
+        (Some(false), Some(_)) if f.contains("series.failure_gap_seconds") => format!(
+            "the failure ({}) is outside {series}: it ends {} before it, so the series says nothing of the moment",
+            at("series.failure_time"),
+            f.display("series.failure_gap_seconds").unwrap_or_default()
+        ),
+        _ => format!(
+            "the failure ({}) is outside {series}, so the series says nothing of the moment",
+            at("series.failure_time")
+        ),
+    }
+}
+
+/// Under an incident with series evidence: which input showed what, and the device's memory
+/// over time with the failure marked.
+fn incident_series<'d>(
+    r: &IncidentReport,
+    style: &Style,
+    d: &'d Diagnosis,
+    out: &mut String,
+) -> Option<&'d crate::plot::SeriesPlot> {
+    let p = plot_for(r, d)?;
+    let mark = r
+        .facts
+        .str("series.failure_time")
+        .and_then(|t| plot_offset(p, t))
+        .or_else(|| {
+            p.marks
+                .iter()
+                .find(|m| m.kind == crate::plot::MarkKind::Oom)
+                .map(|m| m.t)
+        });
+    let _ = writeln!(
+        out,
+        "  {} {}",
+        style.bold("Memory over time"),
+        style.dim(&format!("({}, {})", p.label, p.input))
+    );
+    let _ = writeln!(out, "    {}", style.dim(&alignment(r, p)));
+    let width = style.width.saturating_sub(24).clamp(40, 72);
+    for line in crate::timeseries::plot_chart(p, width, 5, mark, "failure").lines() {
+        let _ = writeln!(out, "    {}", style.cyan(line));
+    }
+    for m in p
+        .marks
+        .iter()
+        .filter(|m| m.kind == crate::plot::MarkKind::Event)
+    {
+        let _ = writeln!(
+            out,
+            "    {}",
+            style.dim(&format!(
+                "· {} (from {})",
+                m.label,
+                crate::timeseries::plot_time(p, m.t)
+            ))
+        );
+    }
+    Some(p)
+}
+
+/// Devices whose series no incident drew: one line of numbers and a sparkline each.
+fn series_summaries(
+    d: &Diagnosis,
+    charted: &[&crate::plot::SeriesPlot],
+    style: &Style,
+    out: &mut String,
+) {
+    use crate::units::format_bytes;
+    let rest: Vec<&crate::plot::SeriesPlot> = d
+        .series
+        .iter()
+        .filter(|p| !charted.iter().any(|c| std::ptr::eq(*c, *p)))
+        .collect();
+    // Series inputs with nothing to draw (per-process or engine metrics alone), said only
+    // when no device was drawn at all: beside a device series they described its devices.
+    let engine_only: Vec<&str> = d
+        .inputs
+        .iter()
+        .filter(|i| i.kind == "series" && d.series.is_empty())
+        .map(|i| i.name.as_str())
+        .collect();
+    if rest.is_empty() && engine_only.is_empty() {
+        return;
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", style.bold("Memory series"));
+    for p in rest {
+        let lo = p.points.iter().map(|x| x.1).min().unwrap_or(0);
+        let hi = p.points.iter().map(|x| x.1).max().unwrap_or(0);
+        let (t0, t1) = (
+            p.points.first().map_or(0.0, |x| x.0),
+            p.points.last().map_or(0.0, |x| x.0),
+        );
+        let total = p
+            .total_bytes
+            .map_or(String::new(), |t| format!(" of {}", format_bytes(t)));
+        let _ = writeln!(
+            out,
+            "  {} {}",
+            p.label,
+            style.dim(&format!(
+                "({}): {} – {}{total}, {} .. {}",
+                p.input,
+                format_bytes(lo),
+                format_bytes(hi),
+                crate::timeseries::plot_time(p, t0),
+                crate::timeseries::plot_time(p, t1)
+            ))
+        );
+        let oom = p
+            .marks
+            .iter()
+            .find(|m| m.kind == crate::plot::MarkKind::Oom)
+            .map(|m| m.t);
+        let width = style.width.saturating_sub(12).clamp(40, 72);
+        let scale = crate::timeseries::plot_sparkline_scale(p);
+        for line in crate::timeseries::plot_sparkline(p, width, oom, Some(scale)).lines() {
+            let _ = writeln!(out, "    {}", style.cyan(line));
+        }
+        let _ = writeln!(
+            out,
+            "    {}",
+            style.dim(&format!(
+                "▁ {} · █ {}",
+                format_bytes(scale.0),
+                format_bytes(scale.1)
+            ))
+        );
+        for m in &p.marks {
+            let _ = writeln!(
+                out,
+                "    {}",
+                style.dim(&format!(
+                    "· {} ({})",
+                    m.label,
+                    crate::timeseries::plot_time(p, m.t)
+                ))
+            );
+        }
+    }
+    for input in engine_only {
+        let _ = writeln!(
+            out,
+            "  {}",
+            style.dim(&format!(
+                "{input}: per-process or engine metrics only, no device memory series to draw"
+            ))
         );
     }
 }

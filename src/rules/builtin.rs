@@ -71,6 +71,13 @@ rules![
     "trtllm-free-fraction-too-high",
     "serving-weights-dont-fit",
     "tgi-runtime-oom",
+    // Memory series: engine-neutral, they read only `series.*` facts.
+    "series-steady-growth",
+    "series-neighbour-process",
+    "series-spike-at-failure",
+    "series-kv-pressure",
+    "series-churn-fragmentation",
+    "series-full-at-load",
 ];
 
 #[cfg(test)]

@@ -448,6 +448,16 @@ impl SeriesAnalysis {
         // "At the failure" only when there is one; otherwise the window is the whole run.
         // A failure this window ends at: the series' own drop, or a given time inside it.
         let failure = c.fail_t.is_some() && (c.aligned || c.at_drop);
+        // Filled while still climbing from idle: the load itself did not fit. Then the last
+        // stretch of the climb is not an excursion and the "load ramp" never ended.
+        let loading = failure && w.filled && during_load(dev, w, last, timed);
+        if failure {
+            facts.set(
+                "series.failed_during_load",
+                loading,
+                loading.then(|| range_prov(dev, a, last, "climb from idle with no pause")),
+            );
+        }
         if failure {
             facts.set(
                 "series.used_at_failure_bytes",
@@ -463,7 +473,11 @@ impl SeriesAnalysis {
                 );
             }
             if timed {
-                let load = w.ramp_end_idx.unwrap_or(a);
+                let load = if loading {
+                    last
+                } else {
+                    w.ramp_end_idx.unwrap_or(a)
+                };
                 let until = c.fail_t.filter(|_| c.aligned).unwrap_or(t[last]);
                 let secs = (until - t[load]).max(0) as f64 / 1000.0;
                 facts.set("series.seconds_since_load", secs, Some(dev_prov(dev, load)));
@@ -497,7 +511,11 @@ impl SeriesAnalysis {
             facts.set("series.steady_growth", false, None);
         }
         facts.set("series.spikes", w.spikes.len(), None);
-        let at_end = w.spikes.iter().rfind(|s| s.at_end).filter(|_| failure);
+        let at_end = w
+            .spikes
+            .iter()
+            .rfind(|s| s.at_end)
+            .filter(|_| failure && !loading);
         let largest = w
             .spikes
             .iter()
@@ -842,6 +860,55 @@ impl SeriesAnalysis {
         d.dedup();
         d.len()
     }
+}
+
+/// Whether the device filled during the load itself: the window starts near idle and
+/// memory climbs from there to the failure without ever holding a level (within 1.5% of
+/// the device) for 5 samples or 5 seconds, whichever is longer. Loading is a climb in
+/// shards with short pauses; a run that loaded and then failed on its first batch held its
+/// loaded level first (data loading, tokenising, the first forward pass starting).
+fn during_load(dev: &DeviceSeries, w: &Window, last: usize, timed: bool) -> bool {
+    let v = dev.used.values();
+    let t = dev.used.times();
+    let a = w.start_idx;
+    if last <= a || last >= v.len() {
+        return false;
+    }
+    let sc = Scale::new(dev.total_bytes, w.peak_bytes as f64);
+    let band = (0.015 * sc.scale).max(128.0 * 1024.0 * 1024.0);
+    // Starts near idle (a CUDA context, nothing loaded).
+    let start = v[a..=last.min(a + 2)].iter().copied().min().unwrap_or(0) as f64;
+    if start > 0.1 * sc.scale {
+        return false;
+    }
+    let Some(climb) = (a..=last).find(|&i| v[i] as f64 > start + 2.0 * band) else {
+        return false;
+    };
+    let iv = interval(&t[a..=last]).max(1);
+    let hold_ms = if timed { (5 * iv).max(5_000) } else { 5 };
+    let (mut s, mut lo, mut hi) = (climb, v[climb] as f64, v[climb] as f64);
+    let mut top = v[climb] as f64;
+    for i in climb + 1..=last {
+        let x = v[i] as f64;
+        // Loading only adds: a fall means steps ran (and freed what they used).
+        if x < top - 2.0 * band {
+            return false;
+        }
+        top = top.max(x);
+        if hi.max(x) - lo.min(x) > band {
+            s = i;
+            lo = x;
+            hi = x;
+            continue;
+        }
+        lo = lo.min(x);
+        hi = hi.max(x);
+        let held = if timed { t[i] - t[s] } else { (i - s) as i64 };
+        if held >= hold_ms {
+            return false;
+        }
+    }
+    true
 }
 
 /// How full a device was at `t` (or at its peak).

@@ -32,6 +32,7 @@ mod error;
 mod facts;
 mod model;
 mod plain;
+mod plots;
 mod prom;
 mod smi;
 mod sniff;
@@ -49,10 +50,12 @@ pub use analysis::{
     DeviceAnalysis, EngineSummary, Growth, MemoryDrop, Pattern, Points, ProcessSummary, Run,
     SeriesAnalysis, SeriesFailure, Spike, Window, analyze,
 };
+pub use chart::{plot_chart, plot_sparkline, plot_sparkline_scale, plot_time};
 pub use error::SeriesError;
 pub use model::{
     Clock, DeviceSeries, EngineSeries, InputSummary, LineTexts, ProcessSeries, SeriesSet, Track,
 };
+pub use plots::{OomMark, SCRAPE_NOTE};
 pub use sniff::sniff;
 pub use time::parse_log_time;
 
@@ -192,6 +195,11 @@ pub const FACTS: &[FactDef] = &[
         "series.seconds_since_load",
         Unit::Seconds,
         "Time from the end of the load ramp (or the start of the window) to the failure: at load, on the first batch, or after hours.",
+    ),
+    fact(
+        "series.failed_during_load",
+        Unit::Flag,
+        "The device filled while memory was still climbing from idle, with no pause at a loaded level: the load itself did not fit.",
     ),
     fact(
         "series.growth_bytes_per_second",

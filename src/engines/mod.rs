@@ -411,7 +411,10 @@ fn owners() -> &'static Owners {
                 }
             }
         }
+        // A DFA: an overlapping search on the default NFA walks failure links byte by byte,
+        // and this runs on every line that hits.
         let ac = AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .ascii_case_insensitive(true)
             .match_kind(aho_corasick::MatchKind::Standard)
             .build(&pats)

@@ -421,12 +421,6 @@ static PREEMPTED: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// V-R3 / V-R4 / V-R5 stats pieces.
-static STATS_KV: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?:GPU|[A-Z]{2,}) KV cache usage: (?P<p>{N})%"));
-static STATS_RUNNING: LazyLock<Regex> = LazyLock::new(|| re(r"Running: (?P<n>\d+) reqs"));
-static STATS_WAITING: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?:Pending|Waiting): (?P<n>\d+) reqs"));
-static STATS_PREEMPT: LazyLock<Regex> = LazyLock::new(|| re(r"Preemptions: (?P<n>\d+)"));
 /// V-R6.
 static SAMPLER_OOM: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -459,6 +453,55 @@ fn is_start(t: &str) -> bool {
 
 fn is_command(t: &str) -> bool {
     COMMAND.is_match(t) && !t.contains("File \"")
+}
+
+/// The percentage in `GPU KV cache usage: 41.3%` (the device's, named by an upper-case word
+/// such as `GPU` or `XPU`; V0 lines also carry a `CPU` one after it) and its span.
+fn kv_usage(text: &str) -> Option<(f64, (usize, usize))> {
+    const LABEL: &str = " KV cache usage: ";
+    let at = text.find(LABEL)?;
+    let word = text[..at]
+        .rsplit(|c: char| !c.is_ascii_uppercase())
+        .next()?;
+    if word.len() < 2 {
+        return None;
+    }
+    let (v, (a, b)) = decimal_at(text, at + LABEL.len())?;
+    text[b..].starts_with('%').then_some((v, (a, b)))
+}
+
+/// The whole number between `label` and `suffix` (`Running: 37 reqs`) and its span.
+fn count_between(text: &str, label: &str, suffix: &str) -> Option<(f64, (usize, usize))> {
+    let start = text.find(label)? + label.len();
+    let len = text[start..].bytes().take_while(u8::is_ascii_digit).count();
+    let end = start + len;
+    (len > 0 && text[end..].starts_with(suffix))
+        .then(|| text[start..end].parse().ok().map(|v| (v, (start, end))))
+        .flatten()
+}
+
+/// A decimal number (`41.3`, `7`) starting at byte `start`, and its span.
+fn decimal_at(text: &str, start: usize) -> Option<(f64, (usize, usize))> {
+    let rest = &text.as_bytes()[start..];
+    let int = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let mut len = int;
+    if int > 0 && rest.get(int) == Some(&b'.') {
+        let frac = rest[int + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if frac > 0 {
+            len = int + 1 + frac;
+        }
+    }
+    (int > 0)
+        .then(|| {
+            text[start..start + len]
+                .parse()
+                .ok()
+                .map(|v| (v, (start, start + len)))
+        })
+        .flatten()
 }
 
 fn num(c: &regex::Captures<'_>, g: &str) -> Option<(f64, (usize, usize))> {
@@ -554,7 +597,7 @@ impl Recognizer for Vllm {
             return;
         }
 
-        if text.contains("KV cache usage: ") && self.stats_line(text, out) {
+        if self.stats_line(text, out) {
             return;
         }
 
@@ -676,34 +719,31 @@ impl Vllm {
     /// The periodic stats line (`... Running: N reqs, ... GPU KV cache usage: P%`). It is the
     /// most frequent line of a serving log, so it is tested first and by a literal.
     fn stats_line(&self, text: &str, out: &mut Emit) -> bool {
-        let Some(c) = STATS_KV.captures(text) else {
+        // Read with plain searches, not regexes: a serving log is mostly these lines.
+        let Some(usage) = kv_usage(text) else {
             return false;
         };
         out.engine(id::VLLM);
         out.phase(PhaseMark::Serving);
-        let usage = num(&c, "p").map(|(p, sp)| (p / 100.0, sp));
-        if let Some((u, sp)) = usage {
-            out.fact("vllm.kv_usage", u, Some(sp));
+        let (u, usage_span) = (usage.0 / 100.0, usage.1);
+        out.fact("vllm.kv_usage", u, Some(usage_span));
+        if let Some((n, sp)) = count_between(text, "Running: ", " reqs") {
+            out.fact("vllm.running_requests", n, Some(sp));
         }
-        if let Some(c) = STATS_RUNNING.captures(text) {
-            num_fact(out, &c, "n", "vllm.running_requests");
+        if let Some((n, sp)) = count_between(text, "Waiting: ", " reqs")
+            .or_else(|| count_between(text, "Pending: ", " reqs"))
+        {
+            out.fact("vllm.waiting_requests", n, Some(sp));
         }
-        if let Some(c) = STATS_WAITING.captures(text) {
-            num_fact(out, &c, "n", "vllm.waiting_requests");
-        }
-        if let Some(c) = STATS_PREEMPT.captures(text) {
-            if let Some((n, sp)) = num(&c, "n") {
-                out.fact("vllm.preemptions", n, Some(sp));
-                // V1 (0.14+) prints the preemptions of the last interval. Ten or more
-                // while the cache is full is a preemption storm.
-                if n >= 10.0 && usage.is_some_and(|(u, _)| u >= 0.9) {
-                    let mut f = Failure::new("kv-exhausted", id::VLLM, Domain::Device);
-                    f.fact("vllm.preemptions", n, Some(sp));
-                    if let Some((u, usp)) = usage {
-                        f.fact("vllm.kv_usage", u, Some(usp));
-                    }
-                    out.failure(f);
-                }
+        if let Some((n, sp)) = count_between(text, "Preemptions: ", "") {
+            out.fact("vllm.preemptions", n, Some(sp));
+            // V1 (0.14+) prints the preemptions of the last interval. Ten or more while the
+            // cache is full is a preemption storm.
+            if n >= 10.0 && u >= 0.9 {
+                let mut f = Failure::new("kv-exhausted", id::VLLM, Domain::Device);
+                f.fact("vllm.preemptions", n, Some(sp));
+                f.fact("vllm.kv_usage", u, Some(usage_span));
+                out.failure(f);
             }
         }
         true

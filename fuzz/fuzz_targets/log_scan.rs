@@ -1,13 +1,18 @@
 //! The whole log path: scanner, clean-up, every recogniser, incidents, rules, both renderers.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use std::sync::LazyLock;
+
+/// Parsed once: rebuilding the rule set per input was most of each run's time.
+static RULES: LazyLock<oomdoctor::rules::RuleSet> =
+    LazyLock::new(|| oomdoctor::rules::RuleSet::builtin().expect("built-in rules load"));
 
 fuzz_target!(|data: &[u8]| {
     let input: oomdoctor::evidence::InputName = std::sync::Arc::from("fuzz.log");
     let Ok((evidence, _)) = oomdoctor::incident::analyze_log(&mut &data[..], &input) else { return };
-    let rules = oomdoctor::rules::RuleSet::builtin().expect("built-in rules load");
+    let rules = &*RULES;
     let mut d = oomdoctor::report::Diagnosis::new();
-    d.incidents = oomdoctor::diagnose::finish(evidence.incidents.iter().map(|i| oomdoctor::diagnose::diagnose(i, &rules)).collect());
+    d.incidents = oomdoctor::diagnose::finish(evidence.incidents.iter().map(|i| oomdoctor::diagnose::diagnose(i, rules)).collect());
     d.collect_excerpts();
     let _ = oomdoctor::render::json::render(&d);
     let _ = oomdoctor::render::human::render(&d, &oomdoctor::render::human::Style { color: true, width: 80 }, true);

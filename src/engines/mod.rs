@@ -378,11 +378,9 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
 }
 
 /// The anchor automaton over every recogniser's anchors.
-pub fn anchors() -> &'static AhoCorasick {
-    static AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
-        crate::logscan::scanner::build_anchors(
-            all().iter().flat_map(|r| r.anchors().iter().copied()),
-        )
+pub fn anchors() -> &'static crate::logscan::Anchors {
+    static AC: LazyLock<crate::logscan::Anchors> = LazyLock::new(|| {
+        crate::logscan::Anchors::new(all().iter().flat_map(|r| r.anchors().iter().copied()))
     });
     &AC
 }

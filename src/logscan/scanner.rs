@@ -8,10 +8,8 @@
 //! bounded windows of the bytes before and after it (for tracebacks and messages wrapped over
 //! several lines). Line numbers come from counting newlines between hits (SIMD `memchr`).
 //!
-//! Anchors match ASCII-case-insensitively. Asking the automaton for case-insensitivity costs
-//! 4-5x (its prefilter gives up); lower-casing each chunk into a scratch buffer first is one
-//! vectorised pass, so the search runs on lower-case bytes against lower-case anchors, and
-//! offsets map one to one onto the original bytes.
+//! Anchors match ASCII-case-insensitively; [`Anchors`](super::anchors::Anchors) says how the
+//! search keeps up with the disk with a few hundred of them.
 //!
 //! Memory is bounded by the buffer (`BUF_CAP`) whatever the input size. A line longer than
 //! the buffer (a 1 GiB line without a newline) is scanned in pieces; hits inside it are
@@ -19,7 +17,7 @@
 
 use std::io::{self, Read};
 
-use aho_corasick::AhoCorasick;
+use super::anchors::Anchors;
 
 /// Total buffer size. Reads happen in `READ_SIZE` pieces into its free tail.
 const BUF_CAP: usize = 8 << 20;
@@ -66,43 +64,10 @@ fn count_newlines(s: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', s).count() as u64
 }
 
-/// Lower-cases `src` into `scratch` (resized to fit) and returns it.
-fn lowered<'s>(src: &[u8], scratch: &'s mut Vec<u8>) -> &'s [u8] {
-    scratch.clear();
-    scratch.extend(src.iter().map(u8::to_ascii_lowercase));
-    scratch
-}
-
-/// Builds the anchor automaton the scanner expects: lower-case literals, leftmost-first DFA.
-pub fn build_anchors<I, S>(anchors: I) -> AhoCorasick
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<str>,
-{
-    let mut pats: Vec<String> = anchors
-        .into_iter()
-        .map(|a| a.as_ref().to_ascii_lowercase())
-        .filter(|a| !a.is_empty())
-        .collect();
-    pats.sort_unstable();
-    pats.dedup();
-    AhoCorasick::builder()
-        .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-        .build(&pats)
-        .or_else(|_| {
-            AhoCorasick::builder()
-                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
-                .build(&pats)
-        })
-        .expect("anchors are plain literals")
-}
-
-/// Scans `reader` to the end, delivering lines that contain an anchor to `sink`. `anchors`
-/// must come from [`build_anchors`] (lower-case patterns).
+/// Scans `reader` to the end, delivering lines that contain an anchor to `sink`.
 pub fn scan(
     reader: &mut dyn Read,
-    anchors: &AhoCorasick,
+    anchors: &Anchors,
     sink: &mut dyn LineSink,
 ) -> io::Result<ScanStats> {
     let mut buf = vec![0u8; BUF_CAP];
@@ -113,8 +78,8 @@ pub fn scan(
     let mut skip_lines: u64 = 0; // lines consumed by the previous hit's look-ahead
     let mut in_long_line = false;
     let mut stats = ScanStats::default();
-    let max_anchor = anchors.max_pattern_len();
-    let mut scratch: Vec<u8> = Vec::with_capacity(READ_SIZE + LOOKAHEAD);
+    let max_anchor = anchors.max_len();
+    let mut hit_offsets: Vec<usize> = Vec::new();
 
     loop {
         // Make room and read.
@@ -158,7 +123,6 @@ pub fn scan(
                         anchors,
                         sink,
                         &mut stats,
-                        &mut scratch,
                     );
                     // Overlap by the longest anchor so one split across pieces is still seen.
                     pos = piece_end.saturating_sub(max_anchor).max(pos + 1);
@@ -181,7 +145,6 @@ pub fn scan(
                 anchors,
                 sink,
                 &mut stats,
-                &mut scratch,
             );
             match nl {
                 Some(n) => {
@@ -202,13 +165,10 @@ pub fn scan(
         // Scan [pos, limit) for anchors.
         let region_start = pos;
         let mut counted = pos; // newlines before `counted` are already in `line_no`
-        let mut search_from = pos;
-        let lower = lowered(&buf[pos..limit], &mut scratch);
-        while search_from < limit {
-            let Some(m) = anchors.find(&lower[search_from - pos..]) else {
-                break;
-            };
-            let at = search_from + m.start();
+        hit_offsets.clear();
+        anchors.hit_lines(&buf[pos..limit], &mut hit_offsets);
+        for &offset in &hit_offsets {
+            let at = pos + offset;
             let line_start = memchr::memrchr(b'\n', &buf[region_start.max(counted)..at])
                 .map(|i| region_start.max(counted) + i + 1)
                 .unwrap_or(region_start.max(counted));
@@ -219,7 +179,6 @@ pub fn scan(
                 .unwrap_or(limit);
             let next = (line_end + 1).min(limit);
             if skip_lines > 0 && line_no <= skip_lines {
-                search_from = next;
                 continue;
             }
             stats.hits += 1;
@@ -240,7 +199,6 @@ pub fn scan(
             if consumed > 0 {
                 skip_lines = line_no + consumed as u64;
             }
-            search_from = next;
         }
         line_no += count_newlines(&buf[counted..limit]);
         pos = limit;
@@ -280,18 +238,16 @@ fn scan_long_piece(
     to: usize,
     report_before: usize,
     line_no: u64,
-    anchors: &AhoCorasick,
+    anchors: &Anchors,
     sink: &mut dyn LineSink,
     stats: &mut ScanStats,
-    scratch: &mut Vec<u8>,
 ) {
     let mut search_from = from;
-    let lower = lowered(&buf[from..to], scratch);
     while search_from < to {
-        let Some(m) = anchors.find(&lower[search_from - from..]) else {
+        let Some(m) = anchors.find(&buf[search_from..to]) else {
             break;
         };
-        let at = search_from + m.start();
+        let at = search_from + m.start;
         if at >= report_before {
             break;
         }
@@ -385,11 +341,8 @@ mod tests {
         }
     }
 
-    fn ac(pats: &[&str]) -> AhoCorasick {
-        AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(pats)
-            .unwrap()
+    fn ac(pats: &[&str]) -> Anchors {
+        Anchors::new(pats)
     }
 
     #[test]

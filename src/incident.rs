@@ -266,6 +266,18 @@ impl LogAnalyzer {
             if let Some(r) = meta.rank {
                 inc.ranks.insert(r);
             }
+            // Some tools print the message before the traceback (ComfyUI's `!!! Exception
+            // during processing !!!`, loggers that log `str(e)` and then the stack): the
+            // frames sit above the restatement, not above the first line. A phase the first
+            // line could not decide is decided from the restatement's lines.
+            if inc.phase == phase::id::UNKNOWN {
+                let preceding = preceding_lines(hit, prov.text.as_deref());
+                let decision = phase::decide(&preceding, None);
+                if decision.phase != phase::id::UNKNOWN {
+                    inc.phase = decision.phase;
+                    set_phase_facts(&mut inc.facts, &decision, &prov);
+                }
+            }
             return;
         }
 
@@ -297,24 +309,16 @@ impl LogAnalyzer {
         let marker = self
             .marker
             .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)));
-        let decision = phase::decide(&preceding, marker);
-        let phase_prov = Provenance {
-            span: None,
-            ..prov.clone()
-        };
-        facts.set("phase", decision.phase, Some(phase_prov.clone()));
-        if let Some(fr) = &decision.frames {
-            facts.set("phase.frames", fr.as_str(), Some(phase_prov.clone()));
+        let mut decision = phase::decide(&preceding, marker);
+        // An engine refusing to start because its KV cache or budget does not fit is a
+        // start-up check by definition, whatever the lines around it say.
+        if decision.phase == phase::id::UNKNOWN
+            && matches!(f.kind, "kv-capacity" | "no-kv-memory" | "engine-budget")
+        {
+            decision.phase = phase::id::ENGINE_STARTUP;
+            decision.evidence = Some(format!("a {} check runs at engine start-up", f.kind));
         }
-        if let Some(ev) = &decision.evidence {
-            facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
-        }
-        if let Some(s) = decision.steps_completed {
-            facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
-        }
-        if let Some(e) = decision.epoch {
-            facts.set("phase.epoch", e, Some(phase_prov));
-        }
+        set_phase_facts(&mut facts, &decision, &prov);
         let engine = match (f.engine, self.context_engine) {
             (engines::id::PYTORCH, Some(ctx)) => ctx,
             (e, _) => e,
@@ -345,6 +349,27 @@ impl LogAnalyzer {
             run: self.run,
             signature,
         });
+    }
+}
+
+/// Records a phase decision as facts, with the failure line as their source.
+fn set_phase_facts(facts: &mut Facts, decision: &phase::PhaseDecision, prov: &Provenance) {
+    let phase_prov = Provenance {
+        span: None,
+        ..prov.clone()
+    };
+    facts.set("phase", decision.phase, Some(phase_prov.clone()));
+    if let Some(fr) = &decision.frames {
+        facts.set("phase.frames", fr.as_str(), Some(phase_prov.clone()));
+    }
+    if let Some(ev) = &decision.evidence {
+        facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
+    }
+    if let Some(s) = decision.steps_completed {
+        facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
+    }
+    if let Some(e) = decision.epoch {
+        facts.set("phase.epoch", e, Some(phase_prov));
     }
 }
 
@@ -552,6 +577,26 @@ mod tests {
         let other = OOM.replace("2.00 GiB. GPU", "4.00 GiB. GPU");
         let ev = run(&format!("{OOM}\n{filler}{other}\n"));
         assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn phase_comes_from_a_traceback_below_the_first_message() {
+        // ComfyUI prints the message, then the traceback, then the exception again.
+        let log = "got prompt
+!!! Exception during processing !!! Allocation on device 
+Traceback (most recent call last):
+  File \"/srv/ComfyUI/comfy/model_management.py\", line 604, in load_models_gpu
+    loaded_model.model_load(lowvram_model_memory)
+  File \"/srv/ComfyUI/comfy/model_patcher.py\", line 829, in partially_load
+    self.load(device_to)
+torch.OutOfMemoryError: Allocation on device 
+
+Got an OOM, unloading all loaded models.
+";
+        let ev = run(log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].phase, crate::phase::id::MODEL_LOAD);
+        assert_eq!(ev.incidents[0].copies, 2);
     }
 
     #[test]

@@ -125,6 +125,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
+    crate::engines::comfyui::FACTS,
     crate::model::FACTS,
     crate::snapshot::FACTS,
     crate::timeseries::FACTS,

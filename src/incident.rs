@@ -237,6 +237,7 @@ impl LogAnalyzer {
         let signature = signature(&f);
 
         // 1. Same incident as a recent failure?
+        let context = &self.context;
         if let Some(inc) = self.incidents.iter_mut().rev().find(|i| {
             i.run == self.run
                 && i.domain == f.domain
@@ -265,6 +266,19 @@ impl LogAnalyzer {
             }
             if let Some(r) = meta.rank {
                 inc.ranks.insert(r);
+            }
+            // Error reports put the exception first and the console log after it (ComfyUI's
+            // `# ComfyUI Error Report`, issue templates): accounting the first line could not
+            // see yet is added when the copy in the log is reached. Facts the incident already
+            // has keep their values.
+            for (name, fact) in context.iter() {
+                if !inc.facts.contains(name) {
+                    inc.facts
+                        .set(name, fact.value.clone(), fact.sources.first().cloned());
+                    for s in fact.sources.iter().skip(1) {
+                        inc.facts.add_source(name, s.clone());
+                    }
+                }
             }
             // Some tools print the message before the traceback (ComfyUI's `!!! Exception
             // during processing !!!`, loggers that log `str(e)` and then the stack): the

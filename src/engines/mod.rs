@@ -21,6 +21,8 @@ use crate::logscan::scanner::{lines_back, lines_forward};
 pub mod host;
 pub mod pytorch;
 pub mod training;
+// Diffusion front-ends.
+pub mod comfyui;
 
 // Local engines and the host side (llama.cpp, Ollama, XLA/TF, DeepSpeed, kernel, systemd,
 // Kubernetes, Ray, Slurm).
@@ -58,6 +60,7 @@ pub mod id {
     pub const SYSTEMD: &str = "systemd";
     pub const KUBERNETES: &str = "kubernetes";
     pub const RAY: &str = "ray";
+    pub const COMFYUI: &str = "comfyui";
     pub const UNKNOWN: &str = "unknown";
 }
 
@@ -358,6 +361,8 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &pytorch::PyTorch,
         &training::Training,
         &host::Host,
+        // Diffusion front-ends.
+        &comfyui::ComfyUi,
         // Local engines and the host side.
         &llamacpp::LlamaCpp,
         &ollama::Ollama,

@@ -145,9 +145,10 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         p(r"^\[(?P<tag>TRT-LLM)\]\s*(?:\[RANK (?P<rank>\d+)\]\s*)?\[(?P<level>[A-Z])\]\s*"),
         // glog / absl: `W0623 18:20:12.602631 2860192 bfc_allocator.cc:514] `
         p(r"^(?P<level>[IWEF])(?P<ts>\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s+\d+\s+[\w./-]+:\d+\]\s*"),
-        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `
+        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `,
+        // and ComfyUI's `2024-12-05T05:50:32.905540 - ` (its log and error reports).
         p(
-            r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?):?\s+(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
+            r"^(?P<ts>\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?):?\s+(?:-\s+)?(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
         ),
         // TF absl after its timestamp: `: W tensorflow/tsl/framework/bfc_allocator.cc:485] `
         p(r"^(?P<level>[IWEF])\s+[\w./-]+\.(?:cc|h|cpp):\d+\]\s*"),
@@ -438,6 +439,15 @@ mod tests {
         assert_eq!(
             clean("2024-05-01 12:34:56,789 - trainer - ERROR - boom").text,
             "boom"
+        );
+        // ComfyUI's own log format, in its console and error reports.
+        assert_eq!(
+            clean("2025-06-15T10:05:53.100000 - Traceback (most recent call last):").text,
+            "Traceback (most recent call last):"
+        );
+        assert_eq!(
+            clean("[2024-11-06 23:41:06.473] Total VRAM 4096 MB, total RAM 16000 MB").text,
+            "Total VRAM 4096 MB, total RAM 16000 MB"
         );
         assert_eq!(
             clean("[2024-01-01 00:00:00,000] [INFO] [utils.py:791:see_memory_usage] MA 1 GB").text,

@@ -25,6 +25,9 @@ rules![
     "dataloader-worker-killed",
     "shared-memory-exhausted",
     "process-killed",
+    // Diffusion front-ends.
+    "comfyui-model-offloaded",
+    "comfyui-working-memory",
     // Local engines and the host side.
     "llamacpp-weights-exceed-vram",
     "llamacpp-kv-cache-too-large",

@@ -126,6 +126,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
     crate::engines::comfyui::FACTS,
+    crate::engines::webui::FACTS,
     crate::model::FACTS,
     crate::snapshot::FACTS,
     crate::timeseries::FACTS,

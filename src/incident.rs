@@ -25,6 +25,9 @@ use crate::phase;
 
 /// Failures this many lines apart or closer belong to one incident.
 pub const MERGE_WINDOW: u64 = 400;
+/// Accounting this many lines below a failure still describes it (see
+/// [`LogAnalyzer::trailed_incident`]).
+pub const TRAILER_WINDOW: u64 = 6;
 /// A log with more distinct incidents than this keeps the first ones and counts the rest.
 pub const MAX_INCIDENTS: usize = 1000;
 
@@ -154,8 +157,22 @@ impl LogAnalyzer {
 
     fn apply(&mut self, rec: Record, hit: &Hit<'_>) {
         match rec.obs {
-            Observation::Fact { name, value } => self.context.set(name, value, Some(rec.prov)),
+            Observation::Fact { name, value } => {
+                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                    if !inc.facts.contains(name) {
+                        inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
+                    }
+                }
+                self.context.set(name, value, Some(rec.prov))
+            }
             Observation::Engine(e) => {
+                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                    let engine = more_specific_engine(inc.engine, e);
+                    if engine != inc.engine {
+                        inc.engine = engine;
+                        inc.facts.set("engine", engine, Some(rec.prov.clone()));
+                    }
+                }
                 self.context_engine = Some(e);
                 self.context.set("engine", e, Some(rec.prov));
             }
@@ -173,6 +190,16 @@ impl LogAnalyzer {
             }
             Observation::Failure(f) => self.failure(f, rec.prov, rec.meta, hit),
         }
+    }
+
+    /// The incident whose failure ended just above this line: tools print a status line
+    /// under the error (AUTOMATIC1111's `Torch active/reserved: ... Sys VRAM: 4096/4096
+    /// MiB`, ComfyUI's `Got an OOM, unloading all loaded models`) that belongs to it.
+    fn trailed_incident(&mut self, line_no: u64) -> Option<&mut Incident> {
+        let run = self.run;
+        self.incidents.last_mut().filter(|i| {
+            i.run == run && line_no > i.last_line && line_no - i.last_line <= TRAILER_WINDOW
+        })
     }
 
     /// Aggregates the memory figures a run logs into growth facts, in constant memory.

@@ -292,7 +292,10 @@ impl Recognizer for ComfyUi {
                 "--use-sage-attention",
                 "--listen",
             ];
-            let is_report = c.name("a").is_some();
+            // The error report's `- **Arguments:** main.py ...`; AUTOMATIC1111 prints
+            // `*** Arguments: ('task(...)', ...)` under its errors, which is not ComfyUI.
+            let is_report =
+                c.name("a").is_some() && (args.contains("main.py") || args.starts_with('-'));
             if !is_report && !comfy_flags.iter().any(|f| args.contains(f)) {
                 return;
             }

@@ -23,6 +23,7 @@ pub mod pytorch;
 pub mod training;
 // Diffusion front-ends.
 pub mod comfyui;
+pub mod webui;
 
 // Local engines and the host side (llama.cpp, Ollama, XLA/TF, DeepSpeed, kernel, systemd,
 // Kubernetes, Ray, Slurm).
@@ -61,6 +62,8 @@ pub mod id {
     pub const KUBERNETES: &str = "kubernetes";
     pub const RAY: &str = "ray";
     pub const COMFYUI: &str = "comfyui";
+    /// AUTOMATIC1111's stable-diffusion-webui and its forks (Forge, reForge).
+    pub const WEBUI: &str = "a1111";
     pub const UNKNOWN: &str = "unknown";
 }
 
@@ -363,6 +366,7 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &host::Host,
         // Diffusion front-ends.
         &comfyui::ComfyUi,
+        &webui::WebUi,
         // Local engines and the host side.
         &llamacpp::LlamaCpp,
         &ollama::Ollama,

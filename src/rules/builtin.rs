@@ -28,6 +28,8 @@ rules![
     // Diffusion front-ends.
     "comfyui-model-offloaded",
     "comfyui-working-memory",
+    "webui-model-too-large",
+    "webui-generation-memory",
     // Local engines and the host side.
     "llamacpp-weights-exceed-vram",
     "llamacpp-kv-cache-too-large",

@@ -125,6 +125,8 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::pytorch::FACTS,
     crate::engines::training::FACTS,
     crate::engines::host::FACTS,
+    crate::engines::comfyui::FACTS,
+    crate::engines::webui::FACTS,
     crate::model::FACTS,
     crate::snapshot::FACTS,
     crate::timeseries::FACTS,

@@ -25,6 +25,9 @@ use crate::phase;
 
 /// Failures this many lines apart or closer belong to one incident.
 pub const MERGE_WINDOW: u64 = 400;
+/// Accounting this many lines below a failure still describes it (see
+/// [`LogAnalyzer::trailed_incident`]).
+pub const TRAILER_WINDOW: u64 = 6;
 /// A log with more distinct incidents than this keeps the first ones and counts the rest.
 pub const MAX_INCIDENTS: usize = 1000;
 
@@ -163,8 +166,22 @@ impl LogAnalyzer {
 
     fn apply(&mut self, rec: Record, hit: &Hit<'_>) {
         match rec.obs {
-            Observation::Fact { name, value } => self.context.set(name, value, Some(rec.prov)),
+            Observation::Fact { name, value } => {
+                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                    if !inc.facts.contains(name) {
+                        inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
+                    }
+                }
+                self.context.set(name, value, Some(rec.prov))
+            }
             Observation::Engine(e) => {
+                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                    let engine = more_specific_engine(inc.engine, e);
+                    if engine != inc.engine {
+                        inc.engine = engine;
+                        inc.facts.set("engine", engine, Some(rec.prov.clone()));
+                    }
+                }
                 self.context_engine = Some(e);
                 self.context.set("engine", e, Some(rec.prov));
             }
@@ -182,6 +199,16 @@ impl LogAnalyzer {
             }
             Observation::Failure(f) => self.failure(f, rec.prov, rec.meta, hit),
         }
+    }
+
+    /// The incident whose failure ended just above this line: tools print a status line
+    /// under the error (AUTOMATIC1111's `Torch active/reserved: ... Sys VRAM: 4096/4096
+    /// MiB`, ComfyUI's `Got an OOM, unloading all loaded models`) that belongs to it.
+    fn trailed_incident(&mut self, line_no: u64) -> Option<&mut Incident> {
+        let run = self.run;
+        self.incidents.last_mut().filter(|i| {
+            i.run == run && line_no > i.last_line && line_no - i.last_line <= TRAILER_WINDOW
+        })
     }
 
     /// Aggregates the memory figures a run logs into growth facts, in constant memory.
@@ -246,6 +273,7 @@ impl LogAnalyzer {
         let signature = signature(&f);
 
         // 1. Same incident as a recent failure?
+        let context = &self.context;
         if let Some(inc) = self.incidents.iter_mut().rev().find(|i| {
             i.run == self.run
                 && i.domain == f.domain
@@ -274,6 +302,31 @@ impl LogAnalyzer {
             }
             if let Some(r) = meta.rank {
                 inc.ranks.insert(r);
+            }
+            // Error reports put the exception first and the console log after it (ComfyUI's
+            // `# ComfyUI Error Report`, issue templates): accounting the first line could not
+            // see yet is added when the copy in the log is reached. Facts the incident already
+            // has keep their values.
+            for (name, fact) in context.iter() {
+                if !inc.facts.contains(name) {
+                    inc.facts
+                        .set(name, fact.value.clone(), fact.sources.first().cloned());
+                    for s in fact.sources.iter().skip(1) {
+                        inc.facts.add_source(name, s.clone());
+                    }
+                }
+            }
+            // Some tools print the message before the traceback (ComfyUI's `!!! Exception
+            // during processing !!!`, loggers that log `str(e)` and then the stack): the
+            // frames sit above the restatement, not above the first line. A phase the first
+            // line could not decide is decided from the restatement's lines.
+            if inc.phase == phase::id::UNKNOWN {
+                let preceding = preceding_lines(hit, prov.text.as_deref());
+                let decision = phase::decide(&preceding, None);
+                if decision.phase != phase::id::UNKNOWN {
+                    inc.phase = decision.phase;
+                    set_phase_facts(&mut inc.facts, &decision, &prov);
+                }
             }
             return;
         }
@@ -306,28 +359,20 @@ impl LogAnalyzer {
         let marker = self
             .marker
             .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)));
-        let decision = phase::decide(&preceding, marker);
+        let mut decision = phase::decide(&preceding, marker);
+        // An engine refusing to start because its KV cache or budget does not fit is a
+        // start-up check by definition, whatever the lines around it say.
+        if decision.phase == phase::id::UNKNOWN
+            && matches!(f.kind, "kv-capacity" | "no-kv-memory" | "engine-budget")
+        {
+            decision.phase = phase::id::ENGINE_STARTUP;
+            decision.evidence = Some(format!("a {} check runs at engine start-up", f.kind));
+        }
         let time_hint = meta
             .timestamp
             .clone()
             .or_else(|| preceding.iter().find_map(|l| l.meta.timestamp.clone()));
-        let phase_prov = Provenance {
-            span: None,
-            ..prov.clone()
-        };
-        facts.set("phase", decision.phase, Some(phase_prov.clone()));
-        if let Some(fr) = &decision.frames {
-            facts.set("phase.frames", fr.as_str(), Some(phase_prov.clone()));
-        }
-        if let Some(ev) = &decision.evidence {
-            facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
-        }
-        if let Some(s) = decision.steps_completed {
-            facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
-        }
-        if let Some(e) = decision.epoch {
-            facts.set("phase.epoch", e, Some(phase_prov));
-        }
+        set_phase_facts(&mut facts, &decision, &prov);
         let engine = match (f.engine, self.context_engine) {
             (engines::id::PYTORCH, Some(ctx)) => ctx,
             (e, _) => e,
@@ -360,6 +405,27 @@ impl LogAnalyzer {
             run: self.run,
             signature,
         });
+    }
+}
+
+/// Records a phase decision as facts, with the failure line as their source.
+fn set_phase_facts(facts: &mut Facts, decision: &phase::PhaseDecision, prov: &Provenance) {
+    let phase_prov = Provenance {
+        span: None,
+        ..prov.clone()
+    };
+    facts.set("phase", decision.phase, Some(phase_prov.clone()));
+    if let Some(fr) = &decision.frames {
+        facts.set("phase.frames", fr.as_str(), Some(phase_prov.clone()));
+    }
+    if let Some(ev) = &decision.evidence {
+        facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
+    }
+    if let Some(s) = decision.steps_completed {
+        facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
+    }
+    if let Some(e) = decision.epoch {
+        facts.set("phase.epoch", e, Some(phase_prov));
     }
 }
 
@@ -567,6 +633,26 @@ mod tests {
         let other = OOM.replace("2.00 GiB. GPU", "4.00 GiB. GPU");
         let ev = run(&format!("{OOM}\n{filler}{other}\n"));
         assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn phase_comes_from_a_traceback_below_the_first_message() {
+        // ComfyUI prints the message, then the traceback, then the exception again.
+        let log = "got prompt
+!!! Exception during processing !!! Allocation on device 
+Traceback (most recent call last):
+  File \"/srv/ComfyUI/comfy/model_management.py\", line 604, in load_models_gpu
+    loaded_model.model_load(lowvram_model_memory)
+  File \"/srv/ComfyUI/comfy/model_patcher.py\", line 829, in partially_load
+    self.load(device_to)
+torch.OutOfMemoryError: Allocation on device 
+
+Got an OOM, unloading all loaded models.
+";
+        let ev = run(log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].phase, crate::phase::id::MODEL_LOAD);
+        assert_eq!(ev.incidents[0].copies, 2);
     }
 
     #[test]

@@ -132,6 +132,26 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "init_weight",
             "init_weight_list",
             "cuda",
+            // `module.to()` / `.cuda()` / `.half()` all go through `Module._apply`; a tensor's
+            // `.to()` does not, so this frame means a model is being moved.
+            "_apply",
+            // `Module.to`, a diffusers pipeline's `.to("cuda")`, Lightning's mixin: a Python
+            // frame named `to` moves a model (a tensor's `.to()` has no Python frame).
+            "to",
+            // TensorFlow creating or restoring variables.
+            "global_variables_initializer",
+            "initialize_all_variables",
+            "variables_initializer",
+            // ComfyUI loading (or partly loading) a model onto the device before sampling.
+            "load_models_gpu",
+            "load_model_gpu",
+            "model_load",
+            "partially_load",
+            "patch_weight_to_device",
+            // AUTOMATIC1111 / Forge.
+            "load_model_weights",
+            "reload_model_weights",
+            "send_model_to_device",
         ],
         files: &["safetensors", "model_loader", "modeling_utils.py"],
     },
@@ -179,7 +199,8 @@ const FRAME_CLASSES: &[FrameClass] = &[
         functions: &[
             "generate",
             "_sample",
-            "sample",
+            // Not a bare `sample`: diffusion front-ends (ComfyUI's KSampler, k-diffusion) name
+            // their denoising loop that, and it has no growing cache.
             "greedy_search",
             "beam_search",
             "_beam_search",
@@ -212,8 +233,11 @@ const STEP_FUNCTIONS: &[&str] = &[
     "training_loop",
 ];
 
+/// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
+/// inside its box (`│ /path/x.py:3 in f │`, the path sometimes wrapped onto the line before),
+/// and as IPython prints it (`~/lib/x.py in f(self, a)`, `<ipython-input-8-..> in <module>`).
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)"#)
+    Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
         .expect("static regex")
 });
 static TQDM: LazyLock<Regex> =
@@ -238,6 +262,16 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
         .iter()
         .find(|c| c.functions.contains(&base) || c.files.iter().any(|f| file.contains(f)))
         .map(|c| c.phase)
+        .or_else(|| {
+            // Projects name their own evaluation code (`evaluate_predictions`,
+            // `validation_epoch`, `run_validation`): the word is the evidence.
+            let b = base.to_ascii_lowercase();
+            (b.starts_with("evaluat")
+                || b.starts_with("validat")
+                || b.starts_with("run_eval")
+                || b.starts_with("run_validat"))
+            .then_some(id::EVALUATION)
+        })
 }
 
 /// Decides the phase of a failure.
@@ -252,11 +286,18 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     for l in preceding.iter().take(400) {
         let t = l.text.trim_start();
         if let Some(c) = FRAME.captures(&l.text) {
-            frames.push((c["file"].to_string(), c["func"].to_string()));
-            saw_frames = true;
+            let file = c.name("file").or(c.name("rfile")).or(c.name("ifile"));
+            let func = c.name("func").or(c.name("rfunc")).or(c.name("ifunc"));
+            if let (Some(file), Some(func)) = (file, func) {
+                frames.push((file.as_str().to_string(), func.as_str().to_string()));
+                saw_frames = true;
+            }
             continue;
         }
-        if t.starts_with("Traceback (most recent call last)") {
+        // `rich` draws the header inside its box: `╭──── Traceback (most recent call last) ──╮`.
+        if t.starts_with("Traceback (most recent call last)")
+            || (t.starts_with('╭') && t.contains("Traceback (most recent call last)"))
+        {
             break;
         }
         // Between the frames sit source lines and `^^^^` markers; after the exception line we
@@ -475,6 +516,51 @@ Traceback (most recent call last):
         let d = decide(&pre("Epoch 0: 0%|          | 0/500 [00:00<?, ?it/s]"), None);
         assert_eq!(d.phase, id::FIRST_STEP);
         assert_eq!(decide(&pre("hello"), None).phase, id::UNKNOWN);
+    }
+
+    #[test]
+    fn rich_and_ipython_frames_are_frames() {
+        let rich = "╭──────────── Traceback (most recent call last) ─────────────╮
+│ /srv/app/train.py:40 in main                               │
+│ ❱  40 │   model.to(device)                                   │
+│ /venv/lib/python3.10/site-packages/torch/nn/modules/module.p │
+│ y:1160 in to                                                 │
+╰──────────────────────────────────────────────────────────────╯";
+        let d = decide(&pre(rich), None);
+        assert_eq!(d.phase, id::MODEL_LOAD, "{:?}", d.frames);
+        let ipy = "<ipython-input-4-1f2e> in <module>
+----> 1 out = trainer.evaluate()
+~/venv/lib/python3.8/site-packages/transformers/trainer.py in evaluate(self, eval_dataset)
+   1157         output = self.prediction_loop(eval_dataloader)";
+        assert_eq!(decide(&pre(ipy), None).phase, id::EVALUATION);
+        let own = r#"Traceback (most recent call last):
+  File "train.py", line 193, in test
+    stats = evaluator.evaluate_predictions(results, topk=args.topk)
+  File "/src/models/common.py", line 489, in evaluate_predictions
+    results = self.score_fast_model(scores, topk=topk)
+  File "/src/models/common.py", line 363, in score_fast_model
+    scores[~mask] += bias"#;
+        assert_eq!(decide(&pre(own), None).phase, id::EVALUATION);
+    }
+
+    #[test]
+    fn a_diffusion_sampler_is_not_llm_generation() {
+        let tb = r#"Traceback (most recent call last):
+  File "C:\ComfyUI\execution.py", line 327, in execute
+    output_data = get_output_data(obj, input_data_all)
+  File "C:\ComfyUI\nodes.py", line 1525, in sample
+    return common_ksampler(model, seed, steps, cfg)
+  File "C:\ComfyUI\comfy\samplers.py", line 930, in sample
+    output = executor.execute(noise, latent_image, sampler, sigmas)"#;
+        assert_ne!(decide(&pre(tb), None).phase, id::GENERATION);
+        let tb = r#"Traceback (most recent call last):
+  File "C:\ComfyUI\comfy\sampler_helpers.py", line 116, in prepare_sampling
+    comfy.model_management.load_models_gpu([model] + models)
+  File "C:\ComfyUI\comfy\model_management.py", line 604, in load_models_gpu
+    loaded_model.model_load(lowvram_model_memory)
+  File "C:\ComfyUI\comfy\model_patcher.py", line 829, in partially_load
+    self.load(device_to)"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
     }
 
     #[test]

@@ -139,11 +139,11 @@ fn rewritten(src: &str, name: &str, f: impl Fn(&str) -> String) -> String {
 
 #[test]
 fn an_ambiguous_log_becomes_one_leak_incident_with_its_series() {
-    // On its own the log reads as fragmentation: 171 MiB reserved-unallocated against a
-    // 64 MiB request.
+    // On its own the log cannot see a leak: a full 22.5 GiB device with 171 MiB stranded
+    // reads as a step too big for it.
     let alone = diagnose(&[LEAK_LOG]);
     assert_eq!(alone.incidents.len(), 1);
-    assert_eq!(alone.incidents[0].cause.id(), "fragmentation");
+    assert_eq!(alone.incidents[0].cause.id(), "batch-misconfiguration");
 
     // With its nvidia-smi series: the same single incident, decided by the series.
     let d = diagnose(&[LEAK_LOG, LEAK_SERIES]);
@@ -260,7 +260,7 @@ fn a_log_time_outside_the_series_keeps_only_what_does_not_depend_on_the_moment()
     assert!(!from_log.facts.contains("series.steady_growth"));
     assert_eq!(
         from_log.cause.id(),
-        "fragmentation",
+        "batch-misconfiguration",
         "the log alone decides"
     );
     let from_series = d

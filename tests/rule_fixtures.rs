@@ -101,3 +101,43 @@ fn every_rule_fires_on_its_fixtures_and_not_on_its_near_misses() {
     }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
+
+/// Evidence is read by people: a signal whose text names a fact the log did not have still
+/// reads as a sentence, never as the rule's raw `{fact.name}` template.
+#[test]
+fn evidence_text_never_shows_raw_template_holes() {
+    let rules = RuleSet::builtin().unwrap();
+    let mut bad = Vec::new();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(fixtures_root())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        for case in cases(&dir, "") {
+            let d = diagnose(&case, &rules);
+            for i in &d.incidents {
+                let texts = std::iter::once(&i.summary)
+                    .chain(i.evidence.iter().map(|e| &e.text))
+                    .chain(
+                        i.alternatives
+                            .iter()
+                            .flat_map(|a| a.evidence.iter().map(|e| &e.text)),
+                    );
+                for t in texts {
+                    let raw = t.match_indices('{').any(|(at, _)| {
+                        t[at + 1..]
+                            .chars()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_lowercase())
+                    });
+                    if raw {
+                        bad.push(format!("{}: {t}", case.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "\n{}", bad.join("\n"));
+}

@@ -184,7 +184,7 @@ static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)").expect("static regex")
 });
 static SHM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+").expect("static regex")
+    Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit").expect("static regex")
 });
 /// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
 /// SIGKILL; job runners print exit code 137 (128 + 9).
@@ -214,6 +214,7 @@ impl Recognizer for Host {
             "Killed",
             // Exit code 137 as runners phrase it; a bare "137" hits timestamps and addresses.
             "code 137",
+            "code (137)",
             "code: 137",
             "code=137",
             "status 137",

@@ -28,7 +28,7 @@ use crate::logscan::clean::clean_line;
 pub const FACTS: &[FactDef] = &[];
 
 static KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:(?P<reason>Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (?P<pid>\d+) \((?P<comm>.+?)\)(?:[\s,]|$)")
+    Regex::new(r"(?:(?P<reason>Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (?P<pid>\d+),? (?:UID \d+, )?\((?P<comm>.+?)\)(?:[\s,]|$)")
         .expect("static regex")
 });
 static KILL_OLD: LazyLock<Regex> = LazyLock::new(|| {
@@ -36,7 +36,7 @@ static KILL_OLD: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static FIELD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?P<k>total-vm|anon-rss|file-rss|shmem-rss):\s*(?P<v>\d+)kB")
+    Regex::new(r"(?P<k>total-vm|anon-rss|file-rss|shmem-rss):\s*(?P<v>\d[\d,]*)kB")
         .expect("static regex")
 });
 static COMPLETE: LazyLock<Regex> = LazyLock::new(|| {

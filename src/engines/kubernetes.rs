@@ -60,7 +60,7 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static COMPOSE_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^(?:mem_limit|memory):\s*['"]?(?P<v>\d+(?:\.\d+)?(?:[kmgKMG]i?|[bkmgBKMG][bB]?)?)['"]?\s*$"#)
+    Regex::new(r#"^(?:(?P<key>mem_limit)|memory):\s*['"]?(?P<v>\d+(?:\.\d+)?(?:[kmgKMG]i?|[bkmgBKMG][bB]?)?)['"]?\s*$"#)
         .expect("static regex")
 });
 
@@ -86,6 +86,7 @@ impl Recognizer for Kubernetes {
             "--shm-size",
             "shm_size",
             "mem_limit",
+            "memory:",
         ]
     }
 
@@ -212,6 +213,18 @@ impl Recognizer for Kubernetes {
             }
         }
         if let Some(c) = COMPOSE_LIMIT.captures(text.trim()) {
+            // A bare `memory: 16G` is a limit only under a `limits:` key (compose's
+            // `deploy.resources.limits`, a pod spec or `kubectl describe`'s `Limits:`); under
+            // `requests:` it is what the scheduler reserved, which caps nothing.
+            let fact = if c.name("key").is_some_and(|k| k.as_str() == "mem_limit") {
+                "host.cgroup_limit_bytes"
+            } else {
+                match enclosing_key(line).as_deref() {
+                    Some("limits") => "host.cgroup_limit_bytes",
+                    Some("requests") => "host.memory_request_bytes",
+                    _ => return,
+                }
+            };
             let m = c.name("v").expect("group v");
             let v = m.as_str();
             let docker = !v.contains('i');
@@ -221,10 +234,29 @@ impl Recognizer for Kubernetes {
                 v
             };
             if let Some(b) = k8s_quantity(v, docker) {
-                out.fact("host.cgroup_limit_bytes", b, span(&m));
+                out.fact(fact, b, span(&m));
             }
         }
     }
+}
+
+/// The YAML-ish key a `memory:` line sits under: the nearest line above that is a bare
+/// `key:` header, lower-cased (`Limits:` from `kubectl describe`, `limits:` from a spec).
+/// Sibling keys in between (`cpu: 8`, `nvidia.com/gpu: 1`) are skipped.
+fn enclosing_key(line: &Line<'_>) -> Option<String> {
+    let mut key = None;
+    walk_back(line, 4, |raw| {
+        let t = clean_line(raw.as_bytes()).text;
+        let t = t.trim();
+        match t.strip_suffix(':') {
+            Some(k) if !k.contains(char::is_whitespace) => {
+                key = Some(k.to_ascii_lowercase());
+                false
+            }
+            _ => t.contains(':'),
+        }
+    });
+    key
 }
 
 fn base(killer: &str) -> Failure {
@@ -422,6 +454,34 @@ Containers:
         assert_eq!(f.num("host.restart_count"), Some(4.0));
         assert_eq!(f.num("host.exit_code"), Some(137.0));
         assert_eq!(inc.copies, 1, "Exit Code: 137 restates the OOMKilled");
+    }
+
+    /// The facts a whole input gives before any failure: the run's context.
+    fn context_facts(text: &str) -> crate::evidence::Facts {
+        let input: InputName = Arc::from("t.log");
+        let kill = "[12.5] Memory cgroup out of memory: Killed process 42 (python) total-vm:900kB, anon-rss:800kB, file-rss:0kB, shmem-rss:0kB\n";
+        let log = format!("{text}{kill}");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        ev.incidents[0].facts.clone()
+    }
+
+    #[test]
+    fn memory_keys_are_limits_only_under_limits() {
+        let compose = "services:\n  trainer:\n    deploy:\n      resources:\n        limits:\n          cpus: '8'\n          memory: 16G\n";
+        let f = context_facts(compose);
+        assert_eq!(f.num("host.cgroup_limit_bytes"), Some(16.0 * 1073741824.0));
+        let spec = "    resources:\n      requests:\n        memory: 12Gi\n";
+        let f = context_facts(spec);
+        assert_eq!(f.num("host.cgroup_limit_bytes"), None);
+        assert_eq!(
+            f.num("host.memory_request_bytes"),
+            Some(12.0 * 1073741824.0)
+        );
+        // A `memory:` value under any other key says nothing about a limit.
+        let f = context_facts("gpu:\n  memory: 24G\n");
+        assert_eq!(f.num("host.cgroup_limit_bytes"), None);
+        let f = context_facts("    mem_limit: 8g\n");
+        assert_eq!(f.num("host.cgroup_limit_bytes"), Some(8.0 * 1073741824.0));
     }
 
     #[test]

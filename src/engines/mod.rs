@@ -21,6 +21,9 @@ use crate::logscan::scanner::{lines_back, lines_forward};
 pub mod host;
 pub mod pytorch;
 pub mod training;
+// Diffusion front-ends.
+pub mod comfyui;
+pub mod webui;
 
 // Local engines and the host side (llama.cpp, Ollama, XLA/TF, DeepSpeed, kernel, systemd,
 // Kubernetes, Ray, Slurm).
@@ -58,6 +61,9 @@ pub mod id {
     pub const SYSTEMD: &str = "systemd";
     pub const KUBERNETES: &str = "kubernetes";
     pub const RAY: &str = "ray";
+    pub const COMFYUI: &str = "comfyui";
+    /// AUTOMATIC1111's stable-diffusion-webui and its forks (Forge, reForge).
+    pub const WEBUI: &str = "a1111";
     pub const UNKNOWN: &str = "unknown";
 }
 
@@ -358,6 +364,9 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &pytorch::PyTorch,
         &training::Training,
         &host::Host,
+        // Diffusion front-ends.
+        &comfyui::ComfyUi,
+        &webui::WebUi,
         // Local engines and the host side.
         &llamacpp::LlamaCpp,
         &ollama::Ollama,

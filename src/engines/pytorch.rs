@@ -293,6 +293,15 @@ impl Recognizer for PyTorch {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if let Some(restored) = restore_case(text) {
+            let fixed = Line {
+                text: &restored,
+                ..*line
+            };
+            if recognize_oom(&fixed, out) {
+                return;
+            }
+        }
         let oom_like = text.contains("out of memory")
             || text.contains("OUT OF MEMORY")
             || text.contains("ALLOC_FAILED");
@@ -350,6 +359,56 @@ impl Recognizer for PyTorch {
             }
         }
     }
+}
+
+/// The words of the allocator's message that a pasted report may have lower-cased (issue
+/// templates, chat tools, people retyping it), with their printed case. Each replacement has
+/// the same length, so spans into the restored text are spans into the original.
+const CASED: &[&str] = &[
+    "CUDA out of memory",
+    "HIP out of memory",
+    "XPU out of memory",
+    "Tried to allocate",
+    "OutOfMemoryError",
+    "RuntimeError",
+    "(GPU ",
+    "(NPU ",
+    "GPU ",
+    "total capacity",
+    "reserved in total by PyTorch",
+    "allocated by PyTorch",
+    "reserved by PyTorch",
+    "Including non-PyTorch memory",
+    "Of the allocated memory",
+    "Process ",
+    " KiB",
+    " MiB",
+    " GiB",
+    " TiB",
+];
+
+/// A lower-cased allocator message with its case restored, or `None` when the text is not
+/// one (or already has its case).
+fn restore_case(text: &str) -> Option<String> {
+    if text.contains("Tried to allocate") || !text.contains("tried to allocate") {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    if !lower.contains(" out of memory") {
+        return None;
+    }
+    let mut out = text.to_string();
+    for word in CASED {
+        let needle = word.to_ascii_lowercase();
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(&needle) {
+            let at = from + i;
+            // ASCII lower-casing keeps byte offsets, so the slice is on char boundaries.
+            out.replace_range(at..at + word.len(), word);
+            from = at + word.len();
+        }
+    }
+    Some(out)
 }
 
 fn set_version(out: &mut Emit, version: &str, span: Option<(usize, usize)>) {
@@ -549,7 +608,6 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
             ("alloc", "oom.allocated_bytes"),
             ("free", "oom.free_bytes"),
             ("allowed", "oom.allowed_bytes"),
-            ("reserved", "oom.reserved_bytes"),
         ] {
             if let Some(m) = c.name(group) {
                 if let Some(v) = size(m) {
@@ -557,11 +615,38 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
                 }
             }
         }
-        if let (Some(r), Some(a)) = (
-            f.get("oom.reserved_bytes").and_then(Value::as_f64),
-            f.get("oom.allocated_bytes").and_then(Value::as_f64),
-        ) {
-            f.fact("oom.reserved_unallocated_bytes", (r - a).max(0.0), None);
+        let num = |f: &Failure, n: &str| f.get(n).and_then(Value::as_f64);
+        if let Some(m) = c.name("reserved") {
+            if let Some(r) = size(m) {
+                let r = r as f64;
+                let (alloc, total, free) = (
+                    num(&f, "oom.allocated_bytes"),
+                    num(&f, "oom.total_bytes"),
+                    num(&f, "oom.free_bytes"),
+                );
+                // 1.0-1.3 printed `amount_cached - amount_allocated` as "cached": memory held
+                // by the allocator but in no tensor. Read as a total it makes a device where
+                // the allocator holds less than its own tensors and everything else looks
+                // like another process. Some builds printed the whole cache; the numbers tell
+                // which: the unallocated reading must fit on the device with the rest.
+                let cached_is_unallocated = wording == "torch-cached"
+                    && match (alloc, total, free) {
+                        (Some(a), Some(t), Some(fr)) => a + r + fr <= t * 1.02 || r < a,
+                        (Some(a), ..) => r < a,
+                        _ => false,
+                    };
+                if cached_is_unallocated {
+                    f.fact("oom.reserved_unallocated_bytes", r, span(&m));
+                    if let Some(a) = alloc {
+                        f.fact("oom.reserved_bytes", a + r, None);
+                    }
+                } else {
+                    f.fact("oom.reserved_bytes", r, span(&m));
+                    if let Some(a) = alloc {
+                        f.fact("oom.reserved_unallocated_bytes", (r - a).max(0.0), None);
+                    }
+                }
+            }
         }
         // expandable_segments arrived in 2.1: a legacy message means this PyTorch lacks it.
         f.fact("torch.has_expandable_segments", false, None);
@@ -589,16 +674,29 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
             f.fact("oom.free_bytes", size(m).unwrap_or(0), span(&m));
         }
         // NVML's process list: other processes and this one.
+        let listed: Vec<(u64, u64, (usize, usize))> = OTHER_PROCESS
+            .captures_iter(text)
+            .filter_map(|p| {
+                let used = p.name("used")?;
+                Some((
+                    p.name("pid")?.as_str().parse::<u64>().ok()?,
+                    size(used)?,
+                    (used.start(), used.end()),
+                ))
+            })
+            .collect();
+        let self_listed = if text.contains("Including non-PyTorch memory") {
+            None
+        } else {
+            self_in_process_list(text, &listed)
+        };
         let mut others = 0u64;
         let mut count = 0u32;
         let mut largest: Option<(u64, u64)> = None;
-        for p in OTHER_PROCESS.captures_iter(text) {
-            let (Some(pid), Some(used)) = (
-                p.name("pid").and_then(|m| m.as_str().parse::<u64>().ok()),
-                p.name("used").and_then(size),
-            ) else {
+        for (i, &(pid, used, _)) in listed.iter().enumerate() {
+            if Some(i) == self_listed {
                 continue;
-            };
+            }
             others += used;
             count += 1;
             if largest.is_none_or(|(_, u)| used > u) {
@@ -612,10 +710,13 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
                 f.fact("oom.largest_other_process_pid", pid, None);
                 f.fact("oom.largest_other_process_bytes", used, None);
             }
-        } else if text.contains("Including non-PyTorch memory") {
+        } else if text.contains("Including non-PyTorch memory") || self_listed.is_some() {
             // NVML listed only this process: nobody else is on the device.
             f.fact("oom.other_processes_bytes", 0u64, None);
             f.fact("oom.other_process_count", 0u32, None);
+        }
+        if let Some(&(_, used, sp)) = self_listed.and_then(|i| listed.get(i)) {
+            f.fact("oom.self_used_bytes", used, Some(sp));
         }
         if let Some(m) = SELF_PROCESS.captures(text).and_then(|c| c.name("used")) {
             if let Some(v) = size(m) {
@@ -677,6 +778,39 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
     }
     f.fact("oom.wording", wording, None);
     Some(f)
+}
+
+/// Which entry of NVML's process list is this process, when the message does not say.
+///
+/// PyTorch names itself `Including non-PyTorch memory, this process has ...` only when
+/// NVML's pid equals its own. Inside a container (Docker, Kubernetes, Colab, most notebook
+/// hosts) NVML reports host pids, so the process lists itself as `Process N has X memory
+/// in use` and looks like a stranger holding the device. Its own entry is recognisable:
+/// it holds at least what its allocator reserved (allocated + reserved-but-unallocated),
+/// plus a CUDA context and library workspaces. The closest entry above the reservation,
+/// within that margin, is taken as this process.
+fn self_in_process_list(text: &str, listed: &[(u64, u64, (usize, usize))]) -> Option<usize> {
+    let alloc = MODERN_ALLOC
+        .captures(text)
+        .and_then(|c| c.name("alloc"))
+        .and_then(size)?;
+    let unalloc = MODERN_UNALLOC
+        .captures(text)
+        .and_then(|c| c.name("unalloc"))
+        .and_then(size)
+        .unwrap_or(0);
+    let reserved = (alloc + unalloc) as f64;
+    let margin = (3.0 * 1073741824.0f64).max(0.15 * reserved);
+    listed
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, used, _))| {
+            let u = *used as f64;
+            // Sizes are printed with two decimals: allow the rounding.
+            u >= reserved * 0.995 && u <= reserved + margin
+        })
+        .min_by(|a, b| a.1.1.cmp(&b.1.1))
+        .map(|(i, _)| i)
 }
 
 /// `backend:cudaMallocAsync` prints a multi-line report instead of the usual sentence:
@@ -1023,6 +1157,69 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cached_is_what_the_allocator_holds_beyond_its_tensors() {
+        // 1.0-1.3: "cached" = cached - allocated. Here it is smaller than the allocation,
+        // which only that reading allows.
+        let f = failure(
+            "RuntimeError: CUDA out of memory. Tried to allocate 96.00 MiB (GPU 0; 4.00 GiB total capacity; 2.90 GiB already allocated; 24.28 MiB free; 29.64 MiB cached)",
+        );
+        assert!(close(
+            num(&f, "oom.reserved_unallocated_bytes"),
+            29.64 * MIB
+        ));
+        assert!(close(
+            num(&f, "oom.reserved_bytes"),
+            2.90 * GIB + 29.64 * MIB
+        ));
+        // Alloc + cached + free fits on the device: also the unallocated reading.
+        let f = failure(
+            "RuntimeError: CUDA out of memory. Tried to allocate 1.48 GiB (GPU 0; 8.00 GiB total capacity; 2.60 GiB already allocated; 282.65 MiB free; 3.32 GiB cached)",
+        );
+        assert!(close(num(&f, "oom.reserved_unallocated_bytes"), 3.32 * GIB));
+    }
+
+    #[test]
+    fn a_container_lists_itself_under_its_host_pid() {
+        let f = failure(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 518.00 MiB. GPU 0 has a total capacty of 21.67 GiB of which 4.06 MiB is free. Process 2417585 has 21.65 GiB memory in use. Of the allocated memory 21.32 GiB is allocated by PyTorch, and 1018.00 KiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(num(&f, "oom.other_processes_bytes"), Some(0.0));
+        assert!(close(num(&f, "oom.self_used_bytes"), 21.65 * GIB));
+        // A real neighbour next to this process stays a neighbour.
+        let f = failure(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 250.00 MiB. GPU 0 has a total capacity of 79.25 GiB of which 10.75 MiB is free. Process 77 has 30.00 GiB memory in use. Process 78 has 49.20 GiB memory in use. Of the allocated memory 47.50 GiB is allocated by PyTorch, and 1.10 GiB is reserved by PyTorch but unallocated.",
+        );
+        assert!(close(num(&f, "oom.other_processes_bytes"), 30.0 * GIB));
+        assert_eq!(num(&f, "oom.largest_other_process_pid"), Some(77.0));
+        assert!(close(num(&f, "oom.self_used_bytes"), 49.2 * GIB));
+        // Nobody in the list is large enough to be this process: all are others.
+        let f = failure(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 23.65 GiB of which 3.06 MiB is free. Process 501 has 15.10 GiB memory in use. Of the allocated memory 7.91 GiB is allocated by PyTorch, and 90.00 MiB is reserved by PyTorch but unallocated.",
+        );
+        assert!(close(num(&f, "oom.other_processes_bytes"), 15.10 * GIB));
+    }
+
+    #[test]
+    fn a_lower_cased_paste_is_read() {
+        let out = run(
+            "\"cuda out of memory. tried to allocate 30.00 mib (gpu 0; 8.00 gib total capacity; 7.04 gib already allocated; 0 bytes free; 7.28 gib reserved in total by pytorch)\"",
+        );
+        let f = out
+            .records
+            .into_iter()
+            .find_map(|r| match r.obs {
+                super::super::Observation::Failure(f) => Some(f),
+                _ => None,
+            })
+            .expect("a failure");
+        assert!(close(num(&f, "oom.requested_bytes"), 30.0 * MIB));
+        assert!(close(num(&f, "oom.total_bytes"), 8.0 * GIB));
+        assert!(close(num(&f, "oom.reserved_bytes"), 7.28 * GIB));
+        assert!(restore_case("we ran out of memory and tried to allocate less").is_some());
+        assert!(restore_case("nothing to see here").is_none());
     }
 
     #[test]

@@ -676,6 +676,7 @@ impl Recognizer for Vllm {
 
         if let Some(c) = SAMPLER_OOM.captures(text) {
             out.engine(id::VLLM);
+            out.phase(PhaseMark::Warmup);
             let mut f = Failure::new("device-oom", id::VLLM, Domain::Device);
             f.wrapper = true;
             if let Some((n, sp)) = num(&c, "n") {

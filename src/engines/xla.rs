@@ -136,7 +136,7 @@ pub const FACTS: &[FactDef] = &[
 ];
 
 static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*\[(?P<shape>[\d,\s]*)\] and type (?P<dtype>\w+)(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n]|$)")
+    Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*\[(?P<shape>[\d,\s]*)\](?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
         .expect("static regex")
 });
 static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
@@ -518,11 +518,14 @@ fn tf_failure(c: &regex::Captures<'_>) -> Failure {
     if let Some(first) = dims.first() {
         f.fact("tf.batch_dim", *first, None);
     }
-    let dtype = c.name("dtype").expect("group dtype");
-    f.fact("tf.tensor_dtype", dtype.as_str().to_string(), span(&dtype));
-    if let Some(sz) = dtype_size(dtype.as_str()) {
-        let n: u64 = dims.iter().fold(1u64, |a, d| a.saturating_mul(*d));
-        f.fact("oom.requested_bytes", n.saturating_mul(sz), span(&shape));
+    // TensorFlow 1.x printed the shape alone (`OOM when allocating tensor with shape[90,17,
+    // 17,32]`); without the dtype the size of the request is not known.
+    if let Some(dtype) = c.name("dtype") {
+        f.fact("tf.tensor_dtype", dtype.as_str().to_string(), span(&dtype));
+        if let Some(sz) = dtype_size(dtype.as_str()) {
+            let n: u64 = dims.iter().fold(1u64, |a, d| a.saturating_mul(*d));
+            f.fact("oom.requested_bytes", n.saturating_mul(sz), span(&shape));
+        }
     }
     if let Some(dev) = c.name("dev") {
         let d = dev.as_str();

@@ -192,9 +192,10 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         p(
             r"^(?P<level>[IWEF])(?P<ts>[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+)\s+[0-9]+\s+[A-Za-z0-9_./-]+:[0-9]+\]\s*",
         ),
-        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `
+        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `,
+        // and ComfyUI's `2024-12-05T05:50:32.905540 - ` (its log and error reports).
         p(
-            r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?):?\s+(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
+            r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?):?\s+(?:-\s+)?(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
         ),
         // TF absl after its timestamp: `: W tensorflow/tsl/framework/bfc_allocator.cc:485] `
         p(r"^(?P<level>[IWEF])\s+[A-Za-z0-9_./-]+\.(?:cc|h|cpp):[0-9]+\]\s*"),
@@ -557,6 +558,15 @@ mod tests {
         assert_eq!(
             clean("2024-05-01 12:34:56,789 - trainer - ERROR - boom").text,
             "boom"
+        );
+        // ComfyUI's own log format, in its console and error reports.
+        assert_eq!(
+            clean("2025-06-15T10:05:53.100000 - Traceback (most recent call last):").text,
+            "Traceback (most recent call last):"
+        );
+        assert_eq!(
+            clean("[2024-11-06 23:41:06.473] Total VRAM 4096 MB, total RAM 16000 MB").text,
+            "Total VRAM 4096 MB, total RAM 16000 MB"
         );
         assert_eq!(
             clean("[2024-01-01 00:00:00,000] [INFO] [utils.py:791:see_memory_usage] MA 1 GB").text,

@@ -25,6 +25,11 @@ rules![
     "dataloader-worker-killed",
     "shared-memory-exhausted",
     "process-killed",
+    // Diffusion front-ends.
+    "comfyui-model-offloaded",
+    "comfyui-working-memory",
+    "webui-model-too-large",
+    "webui-generation-memory",
     // Local engines and the host side.
     "llamacpp-weights-exceed-vram",
     "llamacpp-kv-cache-too-large",
@@ -38,6 +43,7 @@ rules![
     "ollama-compute-graph",
     "xla-preallocation-cap",
     "xla-other-process",
+    "xla-weights-on-load",
     "xla-batch-too-large",
     "tf-bfc-fragmentation",
     "deepspeed-zero-states",
@@ -66,6 +72,7 @@ rules![
     "sglang-retraction-storm",
     "sglang-token-pool-exhausted",
     "tgi-prefill-tokens-oom",
+    "tgi-batch-total-tokens-oom",
     "tgi-max-total-tokens-exceeds-kv",
     "trtllm-max-seq-len-reduced",
     "trtllm-free-fraction-too-high",

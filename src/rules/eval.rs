@@ -164,9 +164,11 @@ pub fn evaluate<'r>(rule: &'r Rule, facts: &Facts) -> Option<RuleOutcome<'r>> {
                 names.push(n);
             }
         }
+        // A signal holds on the facts its condition read; its text may name others that are
+        // missing. The text is still shown, with those holes marked, never as raw template.
         let text = text
             .map(|(t, _)| t)
-            .unwrap_or_else(|| s.says.text().to_string());
+            .unwrap_or_else(|| render_lenient(&s.says, &scope));
         signals.push(MatchedSignal {
             text,
             weight: s.weight,
@@ -282,6 +284,33 @@ pub fn evaluate_fixes(rule: &Rule, facts: &Facts) -> Vec<FixOutcome> {
 pub fn render(rule: &Rule, t: &Template, facts: &Facts) -> Option<String> {
     let scope = RuleScope::new(rule, facts);
     render_with(t, &scope).map(|(s, _)| s)
+}
+
+/// What a hole shows when its value is not in the evidence.
+pub const MISSING_HOLE: &str = "(not in the log)";
+
+/// Renders a template, showing [`MISSING_HOLE`] for holes whose value is missing.
+fn render_lenient(t: &Template, scope: &RuleScope<'_>) -> String {
+    let mut s = String::new();
+    for p in &t.parts {
+        match p {
+            TemplatePart::Lit(l) => s.push_str(l),
+            TemplatePart::Hole(e, fmt) => {
+                let value = match e.eval(scope) {
+                    Val::Missing => {
+                        s.push_str(MISSING_HOLE);
+                        continue;
+                    }
+                    Val::Num(n) => Value::Num(n),
+                    Val::Bool(b) => Value::Bool(b),
+                    Val::Str(st) => Value::Str(st),
+                };
+                let unit = e.as_name().and_then(crate::catalog::lookup).map(|d| d.unit);
+                s.push_str(&format_value(&value, *fmt, unit));
+            }
+        }
+    }
+    s
 }
 
 /// Renders a template; `None` if a hole's value is missing. Also returns the computed

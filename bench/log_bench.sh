@@ -6,7 +6,7 @@
 #
 # Generates a realistic noisy log with an OOM traceback every 64 MiB and a vLLM stats line
 # every STATS_EVERY lines on average (default 128; examples/gen_log.rs explains the rates),
-# warms the page cache, then times each command three times and keeps the best wall time, the
+# warms the page cache, then times each command five times and keeps the best wall time, the
 # best CPU time (user + system, steadier than wall time on a shared machine) and the peak
 # resident memory (GNU time's %M). Prints the ratio oomdoctor / grep for both times.
 set -euo pipefail
@@ -19,9 +19,9 @@ cargo build --release --quiet
 [ -s "$LOG" ] || ./target/release/examples/gen_log "$MIB" "$LOG" 64 "$STATS_EVERY"
 cat "$LOG" > /dev/null
 
-best() { # best wall seconds, best CPU seconds and max RSS of three runs of "$@"
+best() { # best wall seconds, best CPU seconds and max RSS of five runs of "$@"
   local best_s=999999 best_cpu=999999 rss=0 out
-  for _ in 1 2 3; do
+  for _ in 1 2 3 4 5; do
     out=$( { /usr/bin/time -f '%e %U %S %M' "$@" > /dev/null; } 2>&1 | tail -1 )
     read -r s u k m <<< "$out"
     best_s=$(awk -v a="$best_s" -v b="$s" 'BEGIN{print (b<a)?b:a}')

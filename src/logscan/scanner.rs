@@ -79,7 +79,6 @@ pub fn scan(
     let mut in_long_line = false;
     let mut stats = ScanStats::default();
     let max_anchor = anchors.max_len();
-    let mut hit_offsets: Vec<usize> = Vec::new();
 
     loop {
         // Make room and read.
@@ -165,9 +164,7 @@ pub fn scan(
         // Scan [pos, limit) for anchors.
         let region_start = pos;
         let mut counted = pos; // newlines before `counted` are already in `line_no`
-        hit_offsets.clear();
-        anchors.hit_lines(&buf[pos..limit], &mut hit_offsets);
-        for &offset in &hit_offsets {
+        anchors.for_each_hit_line(&buf[pos..limit], |offset| {
             let at = pos + offset;
             let line_start = memchr::memrchr(b'\n', &buf[region_start.max(counted)..at])
                 .map(|i| region_start.max(counted) + i + 1)
@@ -179,7 +176,7 @@ pub fn scan(
                 .unwrap_or(limit);
             let next = (line_end + 1).min(limit);
             if skip_lines > 0 && line_no <= skip_lines {
-                continue;
+                return;
             }
             stats.hits += 1;
             let mut raw = &buf[line_start..line_end];
@@ -199,7 +196,7 @@ pub fn scan(
             if consumed > 0 {
                 skip_lines = line_no + consumed as u64;
             }
-        }
+        });
         line_no += count_newlines(&buf[counted..limit]);
         pos = limit;
         if eof && pos >= end {

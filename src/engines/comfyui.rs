@@ -360,7 +360,6 @@ fn load_model(line: &Line<'_>, out: &mut Emit) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::Observation;
     use crate::evidence::{InputName, Value};
     use crate::logscan::clean::clean_line;
     use std::sync::Arc;
@@ -383,13 +382,7 @@ mod tests {
         let mut out = Emit::default();
         out.begin_line(&line);
         ComfyUi.recognize(&line, &mut out);
-        out.records
-            .into_iter()
-            .filter_map(|r| match r.obs {
-                Observation::Fact { name, value } => Some((name, value)),
-                _ => None,
-            })
-            .collect()
+        crate::engines::fact_records(out)
     }
 
     fn num(f: &[(&'static str, Value)], name: &str) -> Option<f64> {

@@ -1427,14 +1427,7 @@ mod tests {
     }
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
-        run(text)
-            .records
-            .into_iter()
-            .filter_map(|r| match r.obs {
-                Observation::Fact { name, value } => Some((name, value)),
-                _ => None,
-            })
-            .collect()
+        crate::engines::fact_records(run(text))
     }
 
     fn fact(text: &str, name: &str) -> Option<Value> {

@@ -499,3 +499,30 @@ pub fn recognize_raw(
         }
     }
 }
+
+/// Test support: the facts one recogniser emits for one standalone line.
+#[cfg(test)]
+pub(crate) fn facts_of(
+    r: &dyn Recognizer,
+    text: &str,
+) -> Vec<(&'static str, crate::evidence::Value)> {
+    let input: InputName = std::sync::Arc::from("t.log");
+    let meta = crate::logscan::clean::LineMeta::default();
+    let line = Line::standalone(&input, 1, text, &meta);
+    let mut out = Emit::default();
+    out.begin_line(&line);
+    r.recognize(&line, &mut out);
+    fact_records(out)
+}
+
+/// Test support: the facts among what a recogniser emitted, in order.
+#[cfg(test)]
+pub(crate) fn fact_records(out: Emit) -> Vec<(&'static str, crate::evidence::Value)> {
+    out.records
+        .into_iter()
+        .filter_map(|r| match r.obs {
+            Observation::Fact { name, value } => Some((name, value)),
+            _ => None,
+        })
+        .collect()
+}

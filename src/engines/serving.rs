@@ -402,7 +402,6 @@ pub(crate) fn join_wrapped(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::Observation;
     use crate::evidence::{InputName, Value};
     use crate::logscan::clean::LineMeta;
     use std::sync::Arc;
@@ -439,13 +438,7 @@ mod tests {
         } else {
             read_key_values(text, KEYS, &mut out);
         }
-        out.records
-            .into_iter()
-            .filter_map(|r| match r.obs {
-                Observation::Fact { name, value } => Some((name, value)),
-                _ => None,
-            })
-            .collect()
+        crate::engines::fact_records(out)
     }
 
     #[test]

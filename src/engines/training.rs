@@ -317,19 +317,7 @@ mod tests {
     use std::sync::Arc;
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
-        let input: InputName = Arc::from("t.log");
-        let meta = LineMeta::default();
-        let line = Line::standalone(&input, 1, text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Training.recognize(&line, &mut out);
-        out.records
-            .into_iter()
-            .filter_map(|r| match r.obs {
-                Observation::Fact { name, value } => Some((name, value)),
-                _ => None,
-            })
-            .collect()
+        crate::engines::facts_of(&Training, text)
     }
 
     #[test]

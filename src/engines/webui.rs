@@ -189,25 +189,10 @@ impl Recognizer for WebUi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::LineMeta;
-    use std::sync::Arc;
+    use crate::evidence::Value;
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
-        let input: InputName = Arc::from("t.log");
-        let meta = LineMeta::default();
-        let line = Line::standalone(&input, 1, text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        WebUi.recognize(&line, &mut out);
-        out.records
-            .into_iter()
-            .filter_map(|r| match r.obs {
-                Observation::Fact { name, value } => Some((name, value)),
-                _ => None,
-            })
-            .collect()
+        crate::engines::facts_of(&WebUi, text)
     }
 
     fn get<'a>(f: &'a [(&'static str, Value)], name: &str) -> Option<&'a Value> {

@@ -515,6 +515,37 @@ pub(crate) fn facts_of(
     fact_records(out)
 }
 
+/// Test support: what one recogniser emits for one raw line, cleaned as the scanner cleans it.
+#[cfg(test)]
+pub(crate) fn run_line(r: &dyn Recognizer, raw: &str) -> Emit {
+    let input: InputName = std::sync::Arc::from("t.log");
+    let cleaned = crate::logscan::clean::clean_line(raw.as_bytes());
+    let line = Line::standalone(&input, 1, &cleaned.text, &cleaned.meta);
+    let mut out = Emit::default();
+    out.begin_line(&line);
+    r.recognize(&line, &mut out);
+    out
+}
+
+/// Test support: the last value of a fact emitted, on its own or inside a failure.
+#[cfg(test)]
+pub(crate) fn emitted_fact(out: &Emit, name: &str) -> Option<crate::evidence::Value> {
+    out.records.iter().rev().find_map(|r| match &r.obs {
+        Observation::Fact { name: n, value } if *n == name => Some(value.clone()),
+        Observation::Failure(f) => f.get(name).cloned(),
+        _ => None,
+    })
+}
+
+/// Test support: the first failure emitted.
+#[cfg(test)]
+pub(crate) fn emitted_failure(out: &Emit) -> Option<Failure> {
+    out.records.iter().find_map(|r| match &r.obs {
+        Observation::Failure(f) => Some(f.clone()),
+        _ => None,
+    })
+}
+
 /// Test support: the facts among what a recogniser emitted, in order.
 #[cfg(test)]
 pub(crate) fn fact_records(out: Emit) -> Vec<(&'static str, crate::evidence::Value)> {

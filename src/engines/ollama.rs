@@ -860,19 +860,13 @@ mod tests {
     use super::*;
     use crate::engines::Observation;
     use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::clean_line;
+
     use std::sync::Arc;
 
     const GIB: f64 = 1073741824.0;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let c = clean_line(raw.as_bytes());
-        let line = Line::standalone(&input, 1, &c.text, &c.meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Ollama.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&Ollama, raw)
     }
 
     fn failure(text: &str) -> Option<Failure> {

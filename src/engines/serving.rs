@@ -18,6 +18,17 @@ use regex::Regex;
 use super::{Emit, Line};
 use crate::units::{SiBase, parse_number, size_from_parts};
 
+/// Compiles one of the serving recognisers' static patterns, with `{N}` standing for a
+/// number that may be negative (`avail mem=-0.25 GB`) and `{U}` for one that may not.
+pub(crate) fn re(pattern: &str) -> Regex {
+    Regex::new(
+        &pattern
+            .replace("{N}", r"-?\d+(?:\.\d+)?")
+            .replace("{U}", r"\d+(?:\.\d+)?"),
+    )
+    .expect("static regex")
+}
+
 /// How a configuration value is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {

@@ -21,7 +21,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::serving::{
-    Key, Kind, count_preceding, gib, key, parse_count, read_flags, read_key_values,
+    Key, Kind, count_preceding, gib, key, parse_count, re, read_flags, read_key_values,
     start_already_seen,
 };
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
@@ -228,12 +228,6 @@ const KEYS: &[Key] = &[
     ),
     key(&["model_path", "model"], "model.name", Kind::Text),
 ];
-
-const NUM: &str = r"-?\d+(?:\.\d+)?";
-
-fn re(pattern: &str) -> Regex {
-    Regex::new(&pattern.replace("{N}", NUM)).expect("static regex")
-}
 
 static COMMAND: LazyLock<Regex> = LazyLock::new(|| {
     re(r"(?:^|[\s/'\x22$])(?:sglang\.launch_server|sglang serve|lmsysorg/sglang\S*)")
@@ -627,36 +621,20 @@ impl Sglang {
 mod tests {
     use super::*;
     use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::{LineMeta, clean_line};
-    use std::sync::Arc;
+    use crate::evidence::Value;
 
     const GIB: f64 = 1073741824.0;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let cleaned = clean_line(raw.as_bytes());
-        let meta: LineMeta = cleaned.meta.clone();
-        let line = Line::standalone(&input, 1, &cleaned.text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Sglang.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&Sglang, raw)
     }
 
     fn fact(out: &Emit, name: &str) -> Option<Value> {
-        out.records.iter().rev().find_map(|r| match &r.obs {
-            Observation::Fact { name: n, value } if *n == name => Some(value.clone()),
-            Observation::Failure(f) => f.get(name).cloned(),
-            _ => None,
-        })
+        crate::engines::emitted_fact(out, name)
     }
 
     fn failure(out: &Emit) -> Option<Failure> {
-        out.records.iter().find_map(|r| match &r.obs {
-            Observation::Failure(f) => Some(f.clone()),
-            _ => None,
-        })
+        crate::engines::emitted_failure(out)
     }
 
     fn close(a: Option<f64>, b: f64) -> bool {

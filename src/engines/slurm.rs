@@ -216,18 +216,10 @@ fn failure(line: &Line<'_>) -> Failure {
 mod tests {
     use super::*;
     use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::clean_line;
-    use std::sync::Arc;
+    use crate::evidence::Value;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let c = clean_line(raw.as_bytes());
-        let line = Line::standalone(&input, 1, &c.text, &c.meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Slurm.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&Slurm, raw)
     }
 
     fn failure_of(raw: &str) -> Option<Failure> {

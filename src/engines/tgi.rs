@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::serving::{
-    Key, Kind, key, parse_count, read_flags, read_key_values, size, start_already_seen,
+    Key, Kind, key, parse_count, re, read_flags, read_key_values, size, start_already_seen,
 };
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 use crate::catalog::{FactDef, fact};
@@ -140,12 +140,6 @@ const KEYS: &[Key] = &[
     key(&["model_id"], "model.name", Kind::Text),
 ];
 
-const NUM: &str = r"\d+(?:\.\d+)?";
-
-fn re(pattern: &str) -> Regex {
-    Regex::new(&pattern.replace("{N}", NUM)).expect("static regex")
-}
-
 static COMMAND: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"(?:^|[\s/'\x22$])(?:text-generation-launcher\s+--|ghcr\.io/huggingface/text-generation-inference\S*)",
@@ -184,12 +178,12 @@ static DEFAULT_PREFILL: LazyLock<Regex> = LazyLock::new(|| {
 });
 static VRAM_PLAN: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"Available vram (?P<a>{N})\s?(?P<au>[kKMGT]?B): model needs (?P<m>{N})\s?(?P<mu>[kKMGT]?B), every tokens requires (?P<t>{N})\s?(?P<tu>[kKMGT]?B), maximum allocatable tokens (?P<n>\d+)",
+        r"Available vram (?P<a>{U})\s?(?P<au>[kKMGT]?B): model needs (?P<m>{U})\s?(?P<mu>[kKMGT]?B), every tokens requires (?P<t>{U})\s?(?P<tu>[kKMGT]?B), maximum allocatable tokens (?P<n>\d+)",
     )
 });
 static VRAM_SHORT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"Not enough VRAM to run the model: Available: (?P<a>{N})\s?(?P<au>[kKMGT]?B) - Model (?P<m>{N})\s?(?P<mu>[kKMGT]?B)",
+        r"Not enough VRAM to run the model: Available: (?P<a>{U})\s?(?P<au>[kKMGT]?B) - Model (?P<m>{U})\s?(?P<mu>[kKMGT]?B)",
     )
 });
 /// T-9: the shard died of SIGKILL.
@@ -399,34 +393,18 @@ impl Recognizer for Tgi {
 mod tests {
     use super::*;
     use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::{LineMeta, clean_line};
-    use std::sync::Arc;
+    use crate::evidence::Value;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let cleaned = clean_line(raw.as_bytes());
-        let meta: LineMeta = cleaned.meta.clone();
-        let line = Line::standalone(&input, 1, &cleaned.text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Tgi.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&Tgi, raw)
     }
 
     fn fact(out: &Emit, name: &str) -> Option<Value> {
-        out.records.iter().rev().find_map(|r| match &r.obs {
-            Observation::Fact { name: n, value } if *n == name => Some(value.clone()),
-            Observation::Failure(f) => f.get(name).cloned(),
-            _ => None,
-        })
+        crate::engines::emitted_fact(out, name)
     }
 
     fn failure(out: &Emit) -> Option<Failure> {
-        out.records.iter().find_map(|r| match &r.obs {
-            Observation::Failure(f) => Some(f.clone()),
-            _ => None,
-        })
+        crate::engines::emitted_failure(out)
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::serving::{
-    Key, Kind, gib, key, parse_count, read_flags, read_key_values, size, start_already_seen,
+    Key, Kind, gib, key, parse_count, re, read_flags, read_key_values, size, start_already_seen,
 };
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 use crate::catalog::{FactDef, fact};
@@ -165,12 +165,6 @@ const KEYS: &[Key] = &[
     key(&["kv_cache_dtype"], "trtllm.kv_cache_dtype", Kind::Text),
 ];
 
-const NUM: &str = r"\d+(?:\.\d+)?";
-
-fn re(pattern: &str) -> Regex {
-    Regex::new(&pattern.replace("{N}", NUM)).expect("static regex")
-}
-
 static VERSION: LazyLock<Regex> =
     LazyLock::new(|| re(r"TensorRT-LLM version: (?P<v>\d+\.\d+[\w.+-]*)"));
 static COMMAND: LazyLock<Regex> =
@@ -182,7 +176,7 @@ static ENGINE_SIZE: LazyLock<Regex> = LazyLock::new(|| re(r"Loaded engine size: 
 /// R-3.
 static KV_SIZING: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"Memory usage when calculating max tokens in paged kv cache: total: (?P<t>{N}) GiB, available: (?P<a>{N}) GiB",
+        r"Memory usage when calculating max tokens in paged kv cache: total: (?P<t>{U}) GiB, available: (?P<a>{U}) GiB",
     )
 });
 /// R-4 and its newer one-line form.
@@ -193,7 +187,7 @@ static TOKENS_PER_BLOCK: LazyLock<Regex> =
 static BLOCKS_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"primary blocks=(?P<n>\d+)"));
 /// R-5.
 static KV_ALLOCATED: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"Allocated (?P<g>{N}) GiB for max tokens(?: in paged KV cache)? \((?P<t>\d+)\)")
+    re(r"Allocated (?P<g>{U}) GiB for max tokens(?: in paged KV cache)? \((?P<t>\d+)\)")
 });
 /// R-6 (C++ and PyTorch backend), the newer per-window form, and the fail-fast error.
 static REDUCED: LazyLock<Regex> = LazyLock::new(|| {
@@ -215,14 +209,14 @@ const MAX_TOKENS_TOO_SMALL: &str =
     "maxTokensInPagedKvCache must be large enough to process at least 1 sequence";
 /// R-7.
 static BOTH_SET: LazyLock<Regex> =
-    LazyLock::new(|| re(r"are set \(to (?P<f>{N}) and (?P<n>\d+), respectively\)"));
+    LazyLock::new(|| re(r"are set \(to (?P<f>{U}) and (?P<n>\d+), respectively\)"));
 /// R-9.
 static PROFILE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"Peak memory during memory usage profiling \(torch \+ non-torch\): (?P<p>{N}) GiB, available KV cache memory when calculating max tokens: (?P<kv>{N}) GiB(?:, fraction is set (?P<f>{N}))?",
+        r"Peak memory during memory usage profiling \(torch \+ non-torch\): (?P<p>{U}) GiB, available KV cache memory when calculating max tokens: (?P<kv>{U}) GiB(?:, fraction is set (?P<f>{U}))?",
     )
 });
-static PROFILE_TOTAL: LazyLock<Regex> = LazyLock::new(|| re(r"device total memory (?P<t>{N}) GiB"));
+static PROFILE_TOTAL: LazyLock<Regex> = LazyLock::new(|| re(r"device total memory (?P<t>{U}) GiB"));
 /// R-10.
 static CUDA_MALLOC: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -230,16 +224,16 @@ static CUDA_MALLOC: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static CUBLAS_FREE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"(?i)cublas.*?Free Memory: (?P<f>{N})\s?(?P<u>[KMG]i?B)"));
+    LazyLock::new(|| re(r"(?i)cublas.*?Free Memory: (?P<f>{U})\s?(?P<u>[KMG]i?B)"));
 /// PyTorch backend: `Executor creation failed due to insufficient GPU memory.` and the
 /// lines after it.
 const EXECUTOR_OOM: &str = "Executor creation failed due to insufficient GPU memory";
 static COMPONENT: LazyLock<Regex> =
     LazyLock::new(|| re(r"The following component could not be created: (?P<c>.+?)\s*$"));
 static COMPONENT_TOTAL: LazyLock<Regex> =
-    LazyLock::new(|| re(r"Total GPU memory \(GiB\): (?P<t>{N})"));
+    LazyLock::new(|| re(r"Total GPU memory \(GiB\): (?P<t>{U})"));
 static COMPONENT_FREE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"Free GPU memory before component creation attempt \(GiB\): (?P<f>{N})"));
+    LazyLock::new(|| re(r"Free GPU memory before component creation attempt \(GiB\): (?P<f>{U})"));
 /// PyTorch backend iteration log.
 static ITERATION: LazyLock<Regex> =
     LazyLock::new(|| re(r"\biter = \d+, (?:global_rank = \d+, rank = \d+, )?host_step_time"));
@@ -521,36 +515,20 @@ impl Recognizer for TrtLlm {
 mod tests {
     use super::*;
     use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::{LineMeta, clean_line};
-    use std::sync::Arc;
+    use crate::evidence::Value;
 
     const GIB: f64 = 1073741824.0;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let cleaned = clean_line(raw.as_bytes());
-        let meta: LineMeta = cleaned.meta.clone();
-        let line = Line::standalone(&input, 1, &cleaned.text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        TrtLlm.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&TrtLlm, raw)
     }
 
     fn fact(out: &Emit, name: &str) -> Option<Value> {
-        out.records.iter().rev().find_map(|r| match &r.obs {
-            Observation::Fact { name: n, value } if *n == name => Some(value.clone()),
-            Observation::Failure(f) => f.get(name).cloned(),
-            _ => None,
-        })
+        crate::engines::emitted_fact(out, name)
     }
 
     fn failure(out: &Emit) -> Option<Failure> {
-        out.records.iter().find_map(|r| match &r.obs {
-            Observation::Failure(f) => Some(f.clone()),
-            _ => None,
-        })
+        crate::engines::emitted_failure(out)
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::serving::{
-    Key, Kind, count_preceding, gib, gib_signed, join_wrapped, key, parse_count, read_flags,
+    Key, Kind, count_preceding, gib, gib_signed, join_wrapped, key, parse_count, re, read_flags,
     read_key_values, start_already_seen,
 };
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
@@ -282,12 +282,6 @@ const KEYS: &[Key] = &[
     ),
     key(&["model", "model_tag"], "model.name", Kind::Text),
 ];
-
-const NUM: &str = r"-?\d+(?:\.\d+)?";
-
-fn re(pattern: &str) -> Regex {
-    Regex::new(&pattern.replace("{N}", NUM)).expect("static regex")
-}
 
 /// `Initializing an LLM engine with config:` (before 0.4),
 /// `Initializing an LLM engine (v0.5.4) with config:` (V0), `Initializing a V0 LLM engine
@@ -980,21 +974,12 @@ fn kv_capacity_v1(c: &regex::Captures<'_>, joined: &str, used: u32, out: &mut Em
 mod tests {
     use super::*;
     use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::{LineMeta, clean_line};
-    use std::sync::Arc;
+    use crate::evidence::Value;
 
     const GIB: f64 = 1073741824.0;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let cleaned = clean_line(raw.as_bytes());
-        let meta: LineMeta = cleaned.meta.clone();
-        let line = Line::standalone(&input, 1, &cleaned.text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Vllm.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&Vllm, raw)
     }
 
     fn facts(out: &Emit) -> Vec<(&'static str, Value)> {
@@ -1008,10 +993,7 @@ mod tests {
     }
 
     fn failure(out: &Emit) -> Option<Failure> {
-        out.records.iter().find_map(|r| match &r.obs {
-            Observation::Failure(f) => Some(f.clone()),
-            _ => None,
-        })
+        crate::engines::emitted_failure(out)
     }
 
     fn close(a: Option<f64>, b: f64) -> bool {

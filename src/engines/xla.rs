@@ -617,19 +617,13 @@ mod tests {
     use crate::engines::Observation;
     use crate::evidence::{InputName, Value};
     use crate::incident::analyze_log;
-    use crate::logscan::clean::clean_line;
+
     use std::sync::Arc;
 
     const GIB: f64 = 1073741824.0;
 
     fn run(raw: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let c = clean_line(raw.as_bytes());
-        let line = Line::standalone(&input, 1, &c.text, &c.meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Xla.recognize(&line, &mut out);
-        out
+        crate::engines::run_line(&Xla, raw)
     }
 
     fn failure(raw: &str) -> Option<Failure> {

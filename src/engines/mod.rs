@@ -12,8 +12,6 @@
 
 use std::sync::{Arc, LazyLock};
 
-use aho_corasick::AhoCorasick;
-
 use crate::evidence::{InputName, Provenance, Value};
 use crate::logscan::clean::{CleanLine, LineMeta, clean_line, split_packed};
 use crate::logscan::scanner::{lines_back, lines_forward};
@@ -394,39 +392,24 @@ pub fn anchors() -> &'static crate::logscan::Anchors {
     &AC
 }
 
-/// Which recognisers own each anchor: an overlapping automaton over the same lower-case
-/// anchors, mapping every pattern to a bit set of recogniser indices.
-struct Owners {
-    ac: AhoCorasick,
-    owners: Vec<u64>,
-}
-
-fn owners() -> &'static Owners {
-    static OWNERS: LazyLock<Owners> = LazyLock::new(|| {
+/// Which recognisers own each anchor: for pattern `i` of [`anchors`], the bit set of the
+/// indices (in [`all`]) of the recognisers that list it.
+fn owners() -> &'static [u64] {
+    static OWNERS: LazyLock<Vec<u64>> = LazyLock::new(|| {
         assert!(all().len() <= 64, "a recogniser bit set is a u64");
-        let mut pats: Vec<String> = Vec::new();
-        let mut owners: Vec<u64> = Vec::new();
-        for (i, r) in all().iter().enumerate() {
-            for a in r.anchors() {
-                let a = a.to_ascii_lowercase();
-                match pats.iter().position(|p| *p == a) {
-                    Some(k) => owners[k] |= 1 << i,
-                    None => {
-                        pats.push(a);
-                        owners.push(1 << i);
+        anchors()
+            .patterns()
+            .iter()
+            .map(|p| {
+                all().iter().enumerate().fold(0u64, |mask, (i, r)| {
+                    if r.anchors().iter().any(|a| a.eq_ignore_ascii_case(p)) {
+                        mask | 1 << i
+                    } else {
+                        mask
                     }
-                }
-            }
-        }
-        // A DFA: an overlapping search on the default NFA walks failure links byte by byte,
-        // and this runs on every line that hits.
-        let ac = AhoCorasick::builder()
-            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
-            .ascii_case_insensitive(true)
-            .match_kind(aho_corasick::MatchKind::Standard)
-            .build(&pats)
-            .expect("anchors are plain literals");
-        Owners { ac, owners }
+                })
+            })
+            .collect()
     });
     &OWNERS
 }
@@ -454,11 +437,9 @@ pub fn recognize_raw(
     after: &[u8],
     out: &mut Emit,
 ) {
-    let o = owners();
+    let owners = owners();
     let mut mask = 0u64;
-    for m in o.ac.find_overlapping_iter(raw) {
-        mask |= o.owners[m.pattern().as_usize()];
-    }
+    anchors().each_anchor(raw, |p| mask |= owners[p]);
     if mask == 0 {
         return;
     }

@@ -39,6 +39,8 @@ pub struct Anchors {
     dfa: DFA,
     start: StateID,
     max_len: usize,
+    /// The anchors, lower-cased, sorted and deduplicated: pattern `i` of the DFA.
+    patterns: Vec<String>,
 }
 
 impl Anchors {
@@ -71,6 +73,28 @@ impl Anchors {
             dfa,
             start,
             max_len,
+            patterns: pats,
+        }
+    }
+
+    /// The compiled anchors, lower-cased: [`Anchors::each_anchor`] reports indices into it.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Calls `found` with the index (into [`Anchors::patterns`]) of every anchor occurrence in
+    /// `hay`, overlapping ones included: a match state of a standard-semantics DFA lists
+    /// every anchor that ends at that byte.
+    pub fn each_anchor(&self, hay: &[u8], mut found: impl FnMut(usize)) {
+        let dfa = &self.dfa;
+        let mut sid = self.start;
+        for &b in hay {
+            sid = dfa.next_state(Anchored::No, sid, b);
+            if dfa.is_special(sid) && dfa.is_match(sid) {
+                for n in 0..dfa.match_len(sid) {
+                    found(dfa.match_pattern(sid, n).as_usize());
+                }
+            }
         }
     }
 
@@ -223,6 +247,19 @@ impl Anchors {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every occurrence is reported, also anchors inside or overlapping other anchors, so a
+    /// line reaches every recogniser whose anchor it holds.
+    #[test]
+    fn each_anchor_reports_overlapping_occurrences() {
+        let anchors = Anchors::new(["out of memory", "memory", "mem", "KV cache"]);
+        let mut found = vec![];
+        anchors.each_anchor(b"CUDA Out Of Memory; kv cache", |p| {
+            found.push(anchors.patterns()[p].clone())
+        });
+        found.sort();
+        assert_eq!(found, ["kv cache", "mem", "memory", "out of memory"]);
+    }
 
     fn lines_with_hits(anchors: &Anchors, hay: &[u8]) -> Vec<usize> {
         let mut out = vec![];

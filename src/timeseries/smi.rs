@@ -508,71 +508,33 @@ fn too_long(rec: &ByteRecord) -> bool {
 }
 
 /// Reads `nvidia-smi --query-gpu` CSV.
-pub(crate) fn read_gpu(
-    mut reader: impl BufRead,
-    input: &InputName,
-) -> Result<SeriesSet, SeriesError> {
-    skip_bom(&mut reader).map_err(|e| SeriesError::Io {
-        input: input.clone(),
-        source: e,
-    })?;
-    let mut b = Builder::new(input, SeriesFormat::SmiGpu);
-    let mut rdr = csv_reader(reader);
-    let head = read_head(&mut rdr, input)?;
-    let Some(first) = head.first() else {
-        return b.finish(|| None);
-    };
-    let (layout, data_from) = if header_kind(&as_strs(first)) == Some(SeriesFormat::SmiGpu) {
-        (GpuLayout::from_header(&as_strs(first)), 1)
-    } else {
-        let rows: Vec<Vec<&[u8]>> = head.iter().map(|r| r.iter().collect()).collect();
-        match GpuLayout::infer(&rows) {
-            Some((l, note)) => {
-                b.note(note);
-                (l, 0)
-            }
-            None => {
-                b.rows = head.len() as u64;
-                for r in &head {
-                    b.skip(
-                        line_of(r),
-                        &Fields(r, ",").to_vec(),
-                        "not an nvidia-smi --query-gpu row",
-                    );
-                }
-                return b.finish(|| Some(smi_hint()));
-            }
-        }
-    };
-    if layout.used.is_none() && (layout.total.is_none() || layout.free.is_none()) {
-        return Err(SeriesError::NoUsedColumn {
-            input: input.clone(),
-            line: line_of(first),
-            header: as_strs(first).join(", "),
-        });
-    }
-    if layout.ts.is_none() {
-        b.sequence();
-    }
-    if layout.index.is_none()
-        && layout.uuid.is_none()
-        && layout.bus.is_none()
-        && layout.ts.is_some()
-    {
-        b.note("no index column: rows with the same timestamp are read as GPUs 0, 1, … in order");
-    }
+pub(crate) fn read_gpu(reader: impl BufRead, input: &InputName) -> Result<SeriesSet, SeriesError> {
     let mut st = GpuState::default();
-    for rec in head.iter().skip(data_from) {
-        gpu_row(&mut b, &layout, &mut st, rec)?;
-    }
-    let mut rec = ByteRecord::new();
-    while rdr
-        .read_byte_record(&mut rec)
-        .map_err(|e| io_err(input, e))?
-    {
-        gpu_row(&mut b, &layout, &mut st, &rec)?;
-    }
-    b.finish(|| Some(smi_hint()))
+    read_smi::<GpuLayout>(
+        reader,
+        input,
+        |layout, b, first| {
+            if layout.used.is_none() && (layout.total.is_none() || layout.free.is_none()) {
+                return Err(SeriesError::NoUsedColumn {
+                    input: input.clone(),
+                    line: line_of(first),
+                    header: as_strs(first).join(", "),
+                });
+            }
+            if layout.ts.is_none() {
+                b.sequence();
+            }
+            if layout.index.is_none()
+                && layout.uuid.is_none()
+                && layout.bus.is_none()
+                && layout.ts.is_some()
+            {
+                b.note("no index column: rows with the same timestamp are read as GPUs 0, 1, … in order");
+            }
+            Ok(())
+        },
+        |b, layout, rec| gpu_row(b, layout, &mut st, rec),
+    )
 }
 
 fn smi_hint() -> String {
@@ -781,25 +743,95 @@ impl AppsLayout {
 }
 
 /// Reads `nvidia-smi --query-compute-apps` CSV.
-pub(crate) fn read_apps(
+pub(crate) fn read_apps(reader: impl BufRead, input: &InputName) -> Result<SeriesSet, SeriesError> {
+    let mut st = AppsState::default();
+    read_smi::<AppsLayout>(
+        reader,
+        input,
+        |layout, b, first| {
+            if layout.pid.is_none() || layout.used.is_none() {
+                return Err(SeriesError::NoUsedColumn {
+                    input: input.clone(),
+                    line: line_of(first),
+                    header: as_strs(first).join(", "),
+                });
+            }
+            if layout.ts.is_none() {
+                b.sequence();
+                b.note("no timestamp column: a new snapshot starts when a process repeats");
+            }
+            if layout.uuid.is_none() && layout.bus.is_none() {
+                b.note("no gpu_uuid column: processes are taken to be on GPU 0");
+            }
+            Ok(())
+        },
+        |b, layout, rec| apps_row(b, layout, &mut st, rec),
+    )
+}
+
+/// The two nvidia-smi CSV queries: how each finds its columns.
+trait SmiLayout: Sized {
+    const FORMAT: SeriesFormat;
+    /// What a row that fits neither a header nor an inferred layout is not.
+    const NOT_A_ROW: &'static str;
+    fn hint() -> String;
+    fn from_header(fields: &[&str]) -> Self;
+    /// A layout guessed from the values of headerless rows, with a note saying how.
+    fn infer(rows: &[Vec<&[u8]>]) -> Option<(Self, String)>;
+}
+
+impl SmiLayout for GpuLayout {
+    const FORMAT: SeriesFormat = SeriesFormat::SmiGpu;
+    const NOT_A_ROW: &'static str = "not an nvidia-smi --query-gpu row";
+    fn hint() -> String {
+        smi_hint()
+    }
+    fn from_header(fields: &[&str]) -> Self {
+        GpuLayout::from_header(fields)
+    }
+    fn infer(rows: &[Vec<&[u8]>]) -> Option<(Self, String)> {
+        GpuLayout::infer(rows)
+    }
+}
+
+impl SmiLayout for AppsLayout {
+    const FORMAT: SeriesFormat = SeriesFormat::SmiApps;
+    const NOT_A_ROW: &'static str = "not an nvidia-smi --query-compute-apps row";
+    fn hint() -> String {
+        apps_hint()
+    }
+    fn from_header(fields: &[&str]) -> Self {
+        AppsLayout::from_header(fields)
+    }
+    fn infer(rows: &[Vec<&[u8]>]) -> Option<(Self, String)> {
+        AppsLayout::infer(rows)
+    }
+}
+
+/// What both queries' readers share: the BOM, the layout from the header or inferred from
+/// the first rows (headerless `--format=csv,noheader`), then every row streamed to `row`.
+/// `check` refuses a layout that lacks what the query needs and notes what is assumed.
+fn read_smi<L: SmiLayout>(
     mut reader: impl BufRead,
     input: &InputName,
+    check: impl FnOnce(&L, &mut Builder, &ByteRecord) -> Result<(), SeriesError>,
+    mut row: impl FnMut(&mut Builder, &L, &ByteRecord) -> Result<(), SeriesError>,
 ) -> Result<SeriesSet, SeriesError> {
     skip_bom(&mut reader).map_err(|e| SeriesError::Io {
         input: input.clone(),
         source: e,
     })?;
-    let mut b = Builder::new(input, SeriesFormat::SmiApps);
+    let mut b = Builder::new(input, L::FORMAT);
     let mut rdr = csv_reader(reader);
     let head = read_head(&mut rdr, input)?;
     let Some(first) = head.first() else {
         return b.finish(|| None);
     };
-    let (layout, data_from) = if header_kind(&as_strs(first)) == Some(SeriesFormat::SmiApps) {
-        (AppsLayout::from_header(&as_strs(first)), 1)
+    let (layout, data_from) = if header_kind(&as_strs(first)) == Some(L::FORMAT) {
+        (L::from_header(&as_strs(first)), 1)
     } else {
         let rows: Vec<Vec<&[u8]>> = head.iter().map(|r| r.iter().collect()).collect();
-        match AppsLayout::infer(&rows) {
+        match L::infer(&rows) {
             Some((l, note)) => {
                 b.note(note);
                 (l, 0)
@@ -807,42 +839,24 @@ pub(crate) fn read_apps(
             None => {
                 b.rows = head.len() as u64;
                 for r in &head {
-                    b.skip(
-                        line_of(r),
-                        &Fields(r, ",").to_vec(),
-                        "not an nvidia-smi --query-compute-apps row",
-                    );
+                    b.skip(line_of(r), &Fields(r, ",").to_vec(), L::NOT_A_ROW);
                 }
-                return b.finish(|| Some(apps_hint()));
+                return b.finish(|| Some(L::hint()));
             }
         }
     };
-    if layout.pid.is_none() || layout.used.is_none() {
-        return Err(SeriesError::NoUsedColumn {
-            input: input.clone(),
-            line: line_of(first),
-            header: as_strs(first).join(", "),
-        });
-    }
-    if layout.ts.is_none() {
-        b.sequence();
-        b.note("no timestamp column: a new snapshot starts when a process repeats");
-    }
-    if layout.uuid.is_none() && layout.bus.is_none() {
-        b.note("no gpu_uuid column: processes are taken to be on GPU 0");
-    }
-    let mut st = AppsState::default();
+    check(&layout, &mut b, first)?;
     for rec in head.iter().skip(data_from) {
-        apps_row(&mut b, &layout, &mut st, rec)?;
+        row(&mut b, &layout, rec)?;
     }
     let mut rec = ByteRecord::new();
     while rdr
         .read_byte_record(&mut rec)
         .map_err(|e| io_err(input, e))?
     {
-        apps_row(&mut b, &layout, &mut st, &rec)?;
+        row(&mut b, &layout, &rec)?;
     }
-    b.finish(|| Some(apps_hint()))
+    b.finish(|| Some(L::hint()))
 }
 
 fn apps_hint() -> String {

@@ -293,6 +293,27 @@ pub(crate) fn read_flags(line: &Line<'_>, keys: &[Key], out: &mut Emit) -> usize
     n
 }
 
+/// What every serving recogniser does first with a line: a line of source quoted in a
+/// traceback is never evidence, and a traceback frame is only a sign of the engine when its
+/// path is one of the engine's own directories (`engine_dirs`). True when the line is done.
+pub(crate) fn quoted_code_or_frame(
+    text: &str,
+    engine_dirs: &[&str],
+    engine: &'static str,
+    out: &mut Emit,
+) -> bool {
+    if is_source_line(text) {
+        return true;
+    }
+    if text.trim_start().starts_with("File \"") {
+        if engine_dirs.iter().any(|d| text.contains(d)) {
+            out.engine(engine);
+        }
+        return true;
+    }
+    false
+}
+
 /// A traceback's source-code line (`raise ValueError("No available memory ..."`), which
 /// quotes a message without being one.
 pub(crate) fn is_source_line(text: &str) -> bool {

@@ -368,15 +368,8 @@ impl Recognizer for Sglang {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if super::serving::is_source_line(text) {
-            return;
-        }
-
         // A traceback frame in SGLang's runtime names the engine.
-        if text.trim_start().starts_with("File \"") {
-            if text.contains("/sglang/srt/") {
-                out.engine(id::SGLANG);
-            }
+        if super::serving::quoted_code_or_frame(text, &["/sglang/srt/"], id::SGLANG, out) {
             return;
         }
 

@@ -255,15 +255,8 @@ impl Recognizer for Tgi {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if super::serving::is_source_line(text) {
-            return;
-        }
-
         // A traceback frame in the Python shard names the engine.
-        if text.trim_start().starts_with("File \"") {
-            if text.contains("text_generation_server/") {
-                out.engine(id::TGI);
-            }
+        if super::serving::quoted_code_or_frame(text, &["text_generation_server/"], id::TGI, out) {
             return;
         }
 

@@ -304,15 +304,8 @@ impl Recognizer for TrtLlm {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if super::serving::is_source_line(text) {
-            return;
-        }
-
         // A traceback frame in TensorRT-LLM's Python names the engine.
-        if text.trim_start().starts_with("File \"") {
-            if text.contains("/tensorrt_llm/") {
-                out.engine(id::TRTLLM);
-            }
+        if super::serving::quoted_code_or_frame(text, &["/tensorrt_llm/"], id::TRTLLM, out) {
             return;
         }
 

@@ -577,17 +577,10 @@ impl Recognizer for Vllm {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if super::serving::is_source_line(text) {
-            return;
-        }
-
         // A traceback frame in vLLM's own engine code names the engine even when the log
         // is only the traceback. Its model layers are shared with other engines (SGLang
         // imports them), so only the engine's machinery counts.
-        if text.trim_start().starts_with("File \"") {
-            if ENGINE_FRAMES.iter().any(|d| text.contains(d)) {
-                out.engine(id::VLLM);
-            }
+        if super::serving::quoted_code_or_frame(text, ENGINE_FRAMES, id::VLLM, out) {
             return;
         }
 

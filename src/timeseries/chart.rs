@@ -111,59 +111,20 @@ impl SeriesAnalysis {
         };
         let (width, height) = (width.max(8), height.clamp(1, 40));
         let (cols, t0, t1) = columns(d, width);
-        let top_bytes = d
-            .total_bytes
-            .or_else(|| cols.iter().flatten().copied().max())
-            .unwrap_or(1)
-            .max(1);
-        let top = top_bytes as f64;
-        let top_label = format_bytes(top_bytes);
-        let pad = top_label.len().max(1);
-        let mut out = String::new();
-        for row in 0..height {
-            let label = if row == 0 {
-                format!("{top_label:>pad$} ┤")
-            } else if row == height - 1 {
-                format!("{:>pad$} ┤", "0")
-            } else {
-                format!("{:>pad$} │", "")
-            };
-            out.push_str(&label);
-            let floor = ((height - 1 - row) * 8) as f64;
-            for c in &cols {
-                let ch = match c {
-                    None => ' ',
-                    Some(v) => {
-                        let eighths = (*v as f64 / top).min(1.0) * (height * 8) as f64;
-                        let fill = (eighths - floor).clamp(0.0, 8.0).round() as usize;
-                        // Keep any non-zero sample visible on the bottom row.
-                        if fill == 0 && row == height - 1 {
-                            LEVELS[1]
-                        } else {
-                            LEVELS[fill]
-                        }
-                    }
-                };
-                out.push(ch);
-            }
-            out.push('\n');
-        }
-        let mc = mark_column(self.mark_for(d, mark), t0, t1, width);
-        let axis: String = (0..width)
-            .map(|i| if Some(i) == mc { '▲' } else { '─' })
-            .collect();
-        out.push_str(&format!("{:>pad$} └{axis}\n", ""));
-        let (start, end) = (short_time(d.clock, t0), short_time(d.clock, t1));
-        let gap = (width + 1).saturating_sub(start.len() + end.len()).max(1);
-        out.push_str(&format!("{:>pad$}  {start}{}{end}", "", " ".repeat(gap)));
-        if let (Some(m), Some(_)) = (self.mark_for(d, mark), mc) {
-            out.push_str(&format!(
-                "\n{:>pad$}  ▲ failure at {}",
-                "",
-                short_time(d.clock, m)
-            ));
-        }
-        out
+        let mark = self.mark_for(d, mark);
+        let mc = mark_column(mark, t0, t1, width);
+        let mark_text = match (mark, mc) {
+            (Some(m), Some(_)) => Some(format!("failure at {}", short_time(d.clock, m))),
+            _ => None,
+        };
+        draw_chart(
+            &cols,
+            d.total_bytes,
+            height,
+            mc,
+            (&short_time(d.clock, t0), &short_time(d.clock, t1)),
+            mark_text.as_deref(),
+        )
     }
 }
 
@@ -280,8 +241,35 @@ pub fn plot_chart(
 ) -> String {
     let (width, height) = (width.max(8), height.clamp(1, 40));
     let (cols, t0, t1) = plot_columns(&plot.points, width);
-    let top_bytes = plot
-        .total_bytes
+    let mc = plot_mark_column(mark, t0, t1, width);
+    let mark_text = match (mark, mc) {
+        (Some(m), Some(_)) => Some(format!("{mark_label} at {}", plot_time(plot, m))),
+        _ => None,
+    };
+    draw_chart(
+        &cols,
+        plot.total_bytes,
+        height,
+        mc,
+        (&plot_time(plot, t0), &plot_time(plot, t1)),
+        mark_text.as_deref(),
+    )
+}
+
+/// Draws the chart both kinds of series share: one column per entry of `cols` (its highest
+/// value, or nothing), scaled to `total` (else the highest value), the total and zero on the
+/// y axis, the time axis with `▲` at `mark_col`, the start and end times under it and, when
+/// given, a line saying what the mark is.
+fn draw_chart(
+    cols: &[Option<u64>],
+    total: Option<u64>,
+    height: usize,
+    mark_col: Option<usize>,
+    (start, end): (&str, &str),
+    mark_text: Option<&str>,
+) -> String {
+    let width = cols.len();
+    let top_bytes = total
         .or_else(|| cols.iter().flatten().copied().max())
         .unwrap_or(1)
         .max(1);
@@ -299,12 +287,13 @@ pub fn plot_chart(
         };
         out.push_str(&label);
         let floor = ((height - 1 - row) * 8) as f64;
-        for c in &cols {
+        for c in cols {
             let ch = match c {
                 None => ' ',
                 Some(v) => {
                     let eighths = (*v as f64 / top).min(1.0) * (height * 8) as f64;
                     let fill = (eighths - floor).clamp(0.0, 8.0).round() as usize;
+                    // Keep any non-zero sample visible on the bottom row.
                     if fill == 0 && row == height - 1 {
                         LEVELS[1]
                     } else {
@@ -316,20 +305,14 @@ pub fn plot_chart(
         }
         out.push('\n');
     }
-    let mc = plot_mark_column(mark, t0, t1, width);
     let axis: String = (0..width)
-        .map(|i| if Some(i) == mc { '▲' } else { '─' })
+        .map(|i| if Some(i) == mark_col { '▲' } else { '─' })
         .collect();
     out.push_str(&format!("{:>pad$} └{axis}\n", ""));
-    let (start, end) = (plot_time(plot, t0), plot_time(plot, t1));
     let gap = (width + 1).saturating_sub(start.len() + end.len()).max(1);
     out.push_str(&format!("{:>pad$}  {start}{}{end}", "", " ".repeat(gap)));
-    if let (Some(m), Some(_)) = (mark, mc) {
-        out.push_str(&format!(
-            "\n{:>pad$}  ▲ {mark_label} at {}",
-            "",
-            plot_time(plot, m)
-        ));
+    if let Some(text) = mark_text {
+        out.push_str(&format!("\n{:>pad$}  ▲ {text}", ""));
     }
     out
 }

@@ -318,22 +318,13 @@ fn sequence(line: &Line<'_>, f: &mut Failure) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::Observation;
+
     use crate::evidence::{InputName, Value};
     use crate::incident::analyze_log;
     use std::sync::Arc;
 
     fn failure(raw: &str) -> Option<Failure> {
-        let input: InputName = Arc::from("t.log");
-        let c = clean_line(raw.as_bytes());
-        let line = Line::standalone(&input, 1, &c.text, &c.meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Kernel.recognize(&line, &mut out);
-        out.records.into_iter().find_map(|r| match r.obs {
-            Observation::Failure(f) => Some(f),
-            _ => None,
-        })
+        crate::engines::emitted_failure(&crate::engines::run_line(&Kernel, raw))
     }
 
     fn s<'a>(f: &'a Failure, n: &str) -> Option<&'a str> {

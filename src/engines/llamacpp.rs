@@ -1420,10 +1420,7 @@ mod tests {
     }
 
     fn failure(text: &str) -> Option<Failure> {
-        run(text).records.into_iter().find_map(|r| match r.obs {
-            Observation::Failure(f) => Some(f),
-            _ => None,
-        })
+        crate::engines::emitted_failure(&run(text))
     }
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {

@@ -870,10 +870,7 @@ mod tests {
     }
 
     fn failure(text: &str) -> Option<Failure> {
-        run(text).records.into_iter().find_map(|r| match r.obs {
-            Observation::Failure(f) => Some(f),
-            _ => None,
-        })
+        crate::engines::emitted_failure(&run(text))
     }
 
     fn fact(text: &str, name: &str) -> Option<Value> {

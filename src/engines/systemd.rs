@@ -193,22 +193,11 @@ fn engine_of_unit(unit: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::Observation;
-    use crate::evidence::{InputName, Value};
-    use crate::logscan::clean::clean_line;
-    use std::sync::Arc;
+
+    use crate::evidence::Value;
 
     fn failure(raw: &str) -> Option<Failure> {
-        let input: InputName = Arc::from("t.log");
-        let c = clean_line(raw.as_bytes());
-        let line = Line::standalone(&input, 1, &c.text, &c.meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Systemd.recognize(&line, &mut out);
-        out.records.into_iter().find_map(|r| match r.obs {
-            Observation::Failure(f) => Some(f),
-            _ => None,
-        })
+        crate::engines::emitted_failure(&crate::engines::run_line(&Systemd, raw))
     }
 
     #[test]

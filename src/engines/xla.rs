@@ -627,10 +627,7 @@ mod tests {
     }
 
     fn failure(raw: &str) -> Option<Failure> {
-        run(raw).records.into_iter().find_map(|r| match r.obs {
-            Observation::Failure(f) => Some(f),
-            _ => None,
-        })
+        crate::engines::emitted_failure(&run(raw))
     }
 
     fn fact(raw: &str, name: &str) -> Option<Value> {

@@ -1282,6 +1282,23 @@ fn deliver(io: &mut Io<'_>, output: Option<&Path>, text: &str, status: Exit) -> 
     }
 }
 
+/// The inputs named, or standard input when none is and it is not a terminal; `None` (with
+/// `no_input` printed) when there is nothing to read.
+fn inputs_or_stdin<T: Clone + From<&'static str>>(
+    named: &[T],
+    io: &mut Io<'_>,
+    no_input: &str,
+) -> Option<Vec<T>> {
+    if !named.is_empty() {
+        return Some(named.to_vec());
+    }
+    if io.stdin_is_tty {
+        let _ = writeln!(io.stderr, "{no_input}");
+        return None;
+    }
+    Some(vec!["-".into()])
+}
+
 fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     if args.format == Format::Html && args.output.is_none() {
         let _ = writeln!(
@@ -1293,17 +1310,13 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     let Some(rules) = load_rules(args.rules.as_deref(), io) else {
         return Exit::Error;
     };
-    let mut inputs = args.inputs.clone();
-    if inputs.is_empty() {
-        if io.stdin_is_tty {
-            let _ = writeln!(
-                io.stderr,
-                "oomdoctor: no input. Pipe a crash log in (`cat crash.log | oomdoctor`) or name files (`oomdoctor crash.log`).\nSee `oomdoctor --help`."
-            );
-            return Exit::Error;
-        }
-        inputs.push("-".into());
-    }
+    let Some(inputs) = inputs_or_stdin(
+        &args.inputs,
+        io,
+        "oomdoctor: no input. Pipe a crash log in (`cat crash.log | oomdoctor`) or name files (`oomdoctor crash.log`).\nSee `oomdoctor --help`.",
+    ) else {
+        return Exit::Error;
+    };
     let stdin = io.stdin.take();
     let mut opts = DiagnoseOptions::from(args);
     opts.progress = io.stderr_is_tty;
@@ -1354,17 +1367,13 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
     let Some(rules) = load_rules(args.rules.as_deref(), io) else {
         return Exit::Error;
     };
-    let mut inputs = args.inputs.clone();
-    if inputs.is_empty() {
-        if io.stdin_is_tty {
-            let _ = writeln!(
-                io.stderr,
-                "oomdoctor bundle: no input. Name the crash log (`oomdoctor bundle crash.log -o report.md`) or pipe it in."
-            );
-            return Exit::Error;
-        }
-        inputs.push("-".into());
-    }
+    let Some(inputs) = inputs_or_stdin(
+        &args.inputs,
+        io,
+        "oomdoctor bundle: no input. Name the crash log (`oomdoctor bundle crash.log -o report.md`) or pipe it in.",
+    ) else {
+        return Exit::Error;
+    };
     // A bundle is for a bug report: an input this build cannot analyse (a snapshot, say) is
     // mentioned, not fatal.
     let opts = DiagnoseOptions {

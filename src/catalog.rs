@@ -58,6 +58,11 @@ pub const CORE: &[FactDef] = &[
         "The engine that ran the workload (vllm when a PyTorch OOM happens inside vLLM).",
     ),
     fact(
+        "engine.diffusion_ui",
+        Unit::Flag,
+        "Set when the engine is an image-generation web UI (ComfyUI, AUTOMATIC1111/Forge): its own rules replace the training-oriented PyTorch ones.",
+    ),
+    fact(
         "phase",
         Unit::Text,
         "When the failure hit: model-load, engine-startup, cuda-graph-capture, warmup, first-step, steady-state, backward, optimizer-step, generation, evaluation, serving, unknown.",

@@ -11,6 +11,7 @@ pub type Derivation = fn(&mut Facts);
 
 /// Every derivation, in the order they run.
 pub const DERIVATIONS: &[Derivation] = &[
+    engine_family,
     torch_oom,
     model_weights,
     // Local engines and the host side.
@@ -28,6 +29,16 @@ pub const DERIVATIONS: &[Derivation] = &[
 pub fn derive(facts: &mut Facts) {
     for d in DERIVATIONS {
         d(facts);
+    }
+}
+
+/// Engines whose PyTorch OOMs the generic training rules must leave to the engine's own
+/// rules: an image-generation web UI's OOM is about its model-loading mode and the image's
+/// working memory, not a training batch or a leak across steps.
+fn engine_family(f: &mut Facts) {
+    use crate::engines::id;
+    if matches!(f.str("engine"), Some(id::COMFYUI | id::WEBUI)) {
+        f.derive("engine.diffusion_ui", true, &["engine"]);
     }
 }
 

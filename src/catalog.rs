@@ -142,6 +142,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::systemd::FACTS,
     crate::engines::kubernetes::FACTS,
     crate::engines::ray::FACTS,
+    crate::engines::smi_table::FACTS,
     crate::engines::slurm::FACTS,
     crate::engines::xla::FACTS,
     crate::engines::deepspeed::FACTS,

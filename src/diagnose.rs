@@ -1,11 +1,13 @@
 //! From incidents to a diagnosis: facts → rules → scored causes → ranked fixes.
 //!
-//! Scoring is additive and explainable: every rule sums the weights of its signals that
-//! hold; a cause's score is its best rule's score; confidence is that score's share of all
-//! points plus a fixed prior (`PRIOR_POINTS`), so thin evidence never looks certain. Fixes
-//! come from the winning rule and from alternatives that are still plausible, ordered by
-//! cause confidence times the fix's own weight. Two fixes that turn the same knob in
-//! opposite directions are never both shown: the one from the stronger cause stays.
+//! The cause is a differential diagnosis (see [`crate::rules::decision`]): prior odds per
+//! failure kind and engine, the findings that hold, and each cause's best applicable rule's
+//! own signals give a posterior over causes; the posterior is the confidence, and an
+//! incident whose top two causes stay close is reported as undetermined, with the input that
+//! would settle it. Fixes come from the winning rule and from alternatives that are still
+//! plausible, ordered by cause probability times the fix's own weight. A fix that would turn
+//! its knob the wrong way for what the evidence shows is dropped, and two fixes never turn
+//! one knob.
 
 use std::collections::BTreeMap;
 
@@ -15,9 +17,10 @@ use crate::incident::Incident;
 use crate::report::{Alternative, EvidenceItem, FixReport, IncidentReport, Location};
 use crate::rules::{MatchedSignal, RuleOutcome, RuleSet, evaluate, evaluate_fixes};
 
-/// Points of doubt added to the denominator of every confidence.
-pub const PRIOR_POINTS: f64 = 3.0;
-/// Alternatives below this confidence contribute no fixes.
+/// The least prior odds a cause that an applicable rule argues for starts from, where the
+/// failure kind's prior leaves it out.
+pub const PRIOR_FLOOR: f64 = 0.01;
+/// Alternatives below this probability contribute no fixes.
 pub const FIX_FROM_ALTERNATIVE: f64 = 0.15;
 /// At most this many fixes per incident.
 pub const MAX_FIXES: usize = 8;
@@ -146,65 +149,131 @@ fn fallback_cause(kind: &str) -> Cause {
 }
 
 fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> IncidentReport {
-    // Best outcome per cause.
+    let model = &rules.decision;
+    // Best applicable rule per cause: its signals are the cause's rule-specific evidence,
+    // its summary and fixes the cause's explanation. A rule whose gate holds makes its cause
+    // a candidate even with no signal held; the gate itself is not evidence.
+    // The cause's evidence is the strongest of its rules' signal sums; its explanation is
+    // the most specific of its rules (then the better-scored; see `decision::specificity`).
     let mut best: BTreeMap<Cause, RuleOutcome<'_>> = BTreeMap::new();
+    let mut cause_points: BTreeMap<Cause, f64> = BTreeMap::new();
     for rule in &rules.rules {
         let Some(outcome) = evaluate(rule, &facts) else {
             continue;
         };
-        if outcome.score <= 0.0 {
-            continue;
-        }
+        let points = cause_points.entry(rule.cause).or_insert(0.0);
+        *points = points.max(outcome.score);
         let better = best
             .get(&rule.cause)
-            .is_none_or(|b| outcome.score > b.score);
+            .is_none_or(|b| (rule.specificity, outcome.score) > (b.rule.specificity, b.score));
         if better {
             best.insert(rule.cause, outcome);
         }
     }
-    let total: f64 = best.values().map(|o| o.score).sum();
-    let mut ranked: Vec<(Cause, &RuleOutcome<'_>)> = best.iter().map(|(c, o)| (*c, o)).collect();
-    // Highest score first; ties keep the catalogue order of causes (stable sort).
-    ranked.sort_by(|a, b| {
-        b.1.score
-            .partial_cmp(&a.1.score)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    let conf = |o: &RuleOutcome<'_>| round2(o.score / (total + PRIOR_POINTS));
+    let kind = facts
+        .str("failure.kind")
+        .unwrap_or(incident.kind)
+        .to_string();
+    let engine = facts.str("engine").unwrap_or(incident.engine).to_string();
+    let prior = model.prior(&kind, &engine);
+    let generic_prior = model.prior("*", "");
+    let findings = model.findings_holding(&facts);
+
+    // The causes in play: those the prior admits and those an applicable rule argues for.
+    let mut logits: Vec<(Cause, f64)> = Vec::new();
+    // What the evidence alone (findings, rule signals and the failure kind, not the base
+    // rate) says of each cause.
+    let mut evidence_nats: BTreeMap<Cause, f64> = BTreeMap::new();
+    for cause in Cause::ALL {
+        let p = prior.get(&cause).copied().unwrap_or(0.0);
+        let rule = best.get(&cause);
+        if p <= 0.0 && rule.is_none() {
+            continue;
+        }
+        let mut evidence = 0.0;
+        for (f, _) in &findings {
+            evidence += f.strength.get(&cause).copied().unwrap_or(0.0);
+        }
+        if rule.is_some() {
+            let points = cause_points.get(&cause).copied().unwrap_or(0.0);
+            evidence += (points * model.nats_per_point).min(model.rule_cap_nats);
+        }
+        // The failure kind is itself an observation (a KV-capacity error is not a base-rate
+        // OOM): what its prior adds over the catch-all prior counts as evidence too.
+        let generic = generic_prior.get(&cause).copied().unwrap_or(0.0);
+        let kind_evidence = p.max(PRIOR_FLOOR).ln() - generic.max(PRIOR_FLOOR).ln();
+        evidence_nats.insert(cause, evidence + kind_evidence);
+        let logit = p.max(PRIOR_FLOOR).ln() + evidence;
+        logits.push((cause, logit * model.sharpness));
+    }
+    let max = logits
+        .iter()
+        .map(|(_, l)| *l)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let z: f64 = logits.iter().map(|(_, l)| (l - max).exp()).sum();
+    let mut ranked: Vec<(Cause, f64)> = logits
+        .iter()
+        .map(|(c, l)| (*c, (l - max).exp() / z))
+        .collect();
+    // Most probable first; ties keep the catalogue order of causes (stable sort).
+    ranked.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
 
     let location = Location {
         input: incident.first.input.to_string(),
         line: incident.first.line,
     };
-    let base = |cause: Cause,
-                confidence: f64,
-                rule: String,
-                summary: String,
-                evidence: Vec<EvidenceItem>| IncidentReport {
-        id: 0,
-        cause,
-        confidence,
-        title: cause.title().to_string(),
-        summary,
-        rule,
-        fingerprint: String::new(),
-        engine: incident.engine.to_string(),
-        phase: incident.phase.to_string(),
-        kind: incident.kind.to_string(),
-        device: incident.device,
-        devices: incident.devices.iter().copied().collect(),
-        ranks: incident.ranks.iter().copied().collect(),
-        copies: incident.copies,
-        requested_bytes: incident.requested_bytes(),
-        location: location.clone(),
-        timestamp: incident.timestamp.clone(),
-        evidence,
-        alternatives: vec![],
-        fixes: vec![],
-        facts: facts.clone(),
+    // The evidence for one cause: the findings that bear on it, then its rule's signals,
+    // all weighed in nats.
+    // A finding's weight for a cause is shown relative to the cause's competitors: "no room
+    // at all" says nothing of the batch by itself, yet it is why the batch beat fragmentation.
+    let evidence_for = |cause: Cause| -> Vec<EvidenceItem> {
+        let mut items: Vec<MatchedSignal> = findings
+            .iter()
+            .filter_map(|(f, m)| {
+                let own = f.strength.get(&cause).copied().unwrap_or(0.0);
+                // Against the plain mean of the other candidates: weighting by their posterior
+                // would hide exactly the causes this finding ruled out.
+                let (mut others, mut mass) = (0.0, 0.0);
+                for (c, _) in &ranked {
+                    if *c != cause {
+                        others += f.strength.get(c).copied().unwrap_or(0.0);
+                        mass += 1.0;
+                    }
+                }
+                let relative = if mass > 0.0 { own - others / mass } else { own };
+                let shown = if own != 0.0 { own } else { round2(relative) };
+                (own != 0.0 || relative.abs() >= 0.3).then(|| MatchedSignal {
+                    weight: shown,
+                    ..m.clone()
+                })
+            })
+            .collect();
+        if let Some(o) = best.get(&cause) {
+            items.extend(o.signals.iter().map(|s| MatchedSignal {
+                weight: round2(s.weight * model.nats_per_point),
+                ..s.clone()
+            }));
+        }
+        // Strongest first, evidence for before evidence against.
+        items.sort_by(|a, b| {
+            b.weight
+                .partial_cmp(&a.weight)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        evidence_items(&items, &incident.first)
+    };
+    let summary_of = |cause: Cause| -> (String, String) {
+        match best.get(&cause) {
+            Some(o) => (
+                o.rule.id.clone(),
+                o.summary.clone().unwrap_or_else(|| o.rule.title.clone()),
+            ),
+            None => (DECISION_RULE.to_string(), cause.title().to_string()),
+        }
     };
 
-    let Some((top_cause, top)) = ranked.first().copied() else {
+    let Some(&(top_cause, top_p)) = ranked.first() else {
+        // No prior and no rule: a failure kind this build has no knowledge of.
         let cause = fallback_cause(incident.kind);
         let ev = EvidenceItem {
             text: format!(
@@ -218,80 +287,196 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
             facts: vec!["failure.kind".into()],
             sources: vec![incident.first.clone()],
         };
-        return base(
-            cause,
-            0.1,
-            "none".into(),
-            cause.title().to_string(),
-            vec![ev],
-        );
+        let mut r = report_base(incident, &facts, location, cause, 0.1, "none".into());
+        r.summary = cause.title().to_string();
+        r.evidence = vec![ev];
+        r.determined = false;
+        return r;
     };
+    let runner_up = ranked.get(1).copied();
+    let evidence_of = |c: Cause| evidence_nats.get(&c).copied().unwrap_or(0.0);
+    let determined = top_p >= model.determined_posterior
+        && runner_up.is_none_or(|(second, p)| {
+            top_p >= model.determined_ratio * p
+                && evidence_of(top_cause) - evidence_of(second) >= model.determined_evidence_nats
+        });
 
-    let mut report = base(
+    let (rule_id, summary) = summary_of(top_cause);
+    let mut report = report_base(
+        incident,
+        &facts,
+        location,
         top_cause,
-        conf(top),
-        top.rule.id.clone(),
-        top.summary
-            .clone()
-            .unwrap_or_else(|| top.rule.title.clone()),
-        evidence_items(&top.signals, &incident.first),
+        round2(top_p),
+        rule_id,
     );
+    report.summary = summary;
+    report.evidence = evidence_for(top_cause);
+    report.determined = determined;
+    if !determined {
+        if let Some((second, _)) = runner_up {
+            report.settle = Some(
+                model
+                    .settle(top_cause, second)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| {
+                        format!(
+                            "more evidence: the log does not separate {} from {}",
+                            top_cause.id(),
+                            second.id()
+                        )
+                    }),
+            );
+        }
+    }
     report.alternatives = ranked[1..]
         .iter()
-        .map(|(c, o)| Alternative {
-            cause: *c,
-            confidence: conf(o),
-            rule: o.rule.id.clone(),
-            summary: o.summary.clone().unwrap_or_else(|| o.rule.title.clone()),
-            evidence: evidence_items(&o.signals, &incident.first),
+        .filter(|(_, p)| *p >= model.alternative_floor)
+        .map(|(c, p)| {
+            let (rule, summary) = summary_of(*c);
+            Alternative {
+                cause: *c,
+                confidence: round2(*p),
+                rule,
+                summary,
+                evidence: evidence_for(*c),
+            }
         })
         .collect();
 
-    // Fixes: the winner's, then plausible alternatives', by cause confidence x fix weight.
+    // Fixes: the winner's, then plausible alternatives', by cause probability x fix weight.
     let mut candidates = Vec::new();
-    for (i, (cause, outcome)) in ranked.iter().enumerate() {
-        let c = conf(outcome);
-        if i > 0 && c < FIX_FROM_ALTERNATIVE {
+    for (i, (cause, p)) in ranked.iter().enumerate() {
+        if i > 0 && *p < FIX_FROM_ALTERNATIVE {
             continue;
         }
+        let Some(outcome) = best.get(cause) else {
+            continue;
+        };
         for (j, fix) in evaluate_fixes(outcome.rule, &facts).into_iter().enumerate() {
+            if points_the_wrong_way(&fix, &facts, model) {
+                continue;
+            }
             // Rank by likelihood; within equal scores keep the rule author's order.
-            let score = c.max(0.01) * fix.weight - j as f64 * 1e-6;
+            let score = p.max(0.01) * fix.weight - j as f64 * 1e-6;
             candidates.push((score, *cause, outcome.rule.id.clone(), fix));
         }
     }
     candidates.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
     let mut fixes: Vec<FixReport> = Vec::new();
-    let mut knobs: Vec<(String, Option<crate::rules::Direction>)> = Vec::new();
-    for (_, cause, rule, fix) in candidates {
+    let mut knobs: Vec<&str> = Vec::new();
+    for (_, cause, rule, fix) in &candidates {
         if fixes.iter().any(|f| f.action == fix.action) {
             continue;
         }
         if let Some(knob) = &fix.knob {
-            // One knob, one direction, one fix: the first (strongest) wins.
-            if knobs.iter().any(|(k, _)| k == knob) {
+            // One knob, one direction, one fix: the first (strongest) wins, so two fixes never
+            // turn one knob opposite ways.
+            if knobs.contains(&knob.as_str()) {
                 continue;
             }
-            knobs.push((knob.clone(), fix.direction));
+            knobs.push(knob);
         }
         if fixes.len() >= MAX_FIXES {
             break;
         }
         fixes.push(FixReport {
             rank: fixes.len() + 1,
-            title: fix.title,
-            action: fix.action,
-            why: fix.why,
+            title: fix.title.clone(),
+            action: fix.action.clone(),
+            why: fix.why.clone(),
             kind: fix.kind,
-            cause,
-            rule,
-            knob: fix.knob,
+            cause: *cause,
+            rule: rule.clone(),
+            knob: fix.knob.clone(),
             direction: fix.direction,
-            values: fix.values,
+            values: fix.values.clone(),
         });
     }
     report.fixes = fixes;
     report
+}
+
+/// The rule id reported when the decision model chose a cause that no rule applies to.
+pub const DECISION_RULE: &str = "differential";
+
+/// Whether a fix would turn its knob the wrong way given what the evidence shows: down from
+/// its floor (a batch of one), on when it is already on, off when already off, or to a
+/// target on the wrong side of the current value.
+fn points_the_wrong_way(
+    fix: &crate::rules::FixOutcome,
+    facts: &Facts,
+    model: &crate::rules::decision::DecisionModel,
+) -> bool {
+    use crate::evidence::Value;
+    use crate::rules::Direction;
+    let (Some(knob), Some(direction)) = (fix.knob.as_deref(), fix.direction) else {
+        return false;
+    };
+    if direction == Direction::Down && model.knob_at_floor(knob, facts) {
+        return true;
+    }
+    let Some(current_fact) = model.knob_current(knob) else {
+        return false;
+    };
+    let Some(current) = facts.get(current_fact).map(|f| &f.value) else {
+        return false;
+    };
+    match (direction, current) {
+        (Direction::On, Value::Bool(true)) | (Direction::Off, Value::Bool(false)) => true,
+        (Direction::Up | Direction::Down, cur) => {
+            let Some(cur) = cur.as_f64() else {
+                return false;
+            };
+            // The target: the first computed value that is not the knob's current value.
+            let target = fix
+                .values
+                .iter()
+                .filter(|v| v.expr.trim() != current_fact)
+                .find_map(|v| v.value.as_f64());
+            match (direction, target) {
+                (Direction::Down, Some(t)) => t >= cur,
+                (Direction::Up, Some(t)) => t <= cur,
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+fn report_base(
+    incident: &Incident,
+    facts: &Facts,
+    location: Location,
+    cause: Cause,
+    confidence: f64,
+    rule: String,
+) -> IncidentReport {
+    IncidentReport {
+        id: 0,
+        cause,
+        confidence,
+        determined: true,
+        settle: None,
+        title: cause.title().to_string(),
+        summary: String::new(),
+        rule,
+        fingerprint: String::new(),
+        engine: incident.engine.to_string(),
+        phase: facts.str("phase").unwrap_or(incident.phase).to_string(),
+        kind: incident.kind.to_string(),
+        device: incident.device,
+        devices: incident.devices.iter().copied().collect(),
+        ranks: incident.ranks.iter().copied().collect(),
+        copies: incident.copies,
+        requested_bytes: incident.requested_bytes(),
+        location,
+        timestamp: incident.timestamp.clone(),
+        evidence: vec![],
+        alternatives: vec![],
+        fixes: vec![],
+        facts: facts.clone(),
+    }
 }
 
 /// Orders incidents most confident first and numbers them.

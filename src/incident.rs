@@ -185,7 +185,17 @@ impl LogAnalyzer {
                 self.context_engine = Some(e);
                 self.context.set("engine", e, Some(rec.prov));
             }
-            Observation::Phase(p) => self.marker = Some((p, hit.line_no)),
+            Observation::Phase(p) => {
+                // A marker on the failure's own line (a server's request span around the
+                // error) says when that failure hit, when nothing else did.
+                if let Some(inc) = self.incidents.last_mut().filter(|i| {
+                    i.run == self.run && i.last_line == hit.line_no && i.phase == phase::id::UNKNOWN
+                }) {
+                    inc.phase = phase::of_mark(p);
+                    inc.facts.set("phase", inc.phase, Some(rec.prov.clone()));
+                }
+                self.marker = Some((p, hit.line_no));
+            }
             Observation::MemorySample(bytes) => self.memory_sample(bytes, rec.prov),
             Observation::RunStart => {
                 // Only a start after something happened counts as a restart.
@@ -207,7 +217,9 @@ impl LogAnalyzer {
     fn trailed_incident(&mut self, line_no: u64) -> Option<&mut Incident> {
         let run = self.run;
         self.incidents.last_mut().filter(|i| {
-            i.run == run && line_no > i.last_line && line_no - i.last_line <= TRAILER_WINDOW
+            // The failure's own line counts: one line can hold the error and the engine's
+            // name (a router's span, a launcher prefix) seen by another recogniser.
+            i.run == run && line_no >= i.last_line && line_no - i.last_line <= TRAILER_WINDOW
         })
     }
 

@@ -279,6 +279,20 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
 /// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
 /// scanner's look-back window). `marker` is the latest phase marker and how many lines
 /// before the failure it was (`None` if it was outside the window or never seen).
+/// The phase a recogniser's marker names.
+pub fn of_mark(mark: PhaseMark) -> &'static str {
+    match mark {
+        PhaseMark::ModelLoad => id::MODEL_LOAD,
+        PhaseMark::EngineStartup => id::ENGINE_STARTUP,
+        PhaseMark::CudaGraphCapture => id::CUDA_GRAPH_CAPTURE,
+        PhaseMark::Warmup => id::WARMUP,
+        PhaseMark::TrainingStart => id::FIRST_STEP,
+        PhaseMark::Evaluation => id::EVALUATION,
+        PhaseMark::Generation => id::GENERATION,
+        PhaseMark::Serving => id::SERVING,
+    }
+}
+
 pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> PhaseDecision {
     // 1. The traceback directly above the error: frames up to the "Traceback" header.
     let mut frames: Vec<(String, String)> = Vec::new();
@@ -406,16 +420,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     if let Some((mark, distance)) = marker {
         let progress_after = last_progress_distance.is_some_and(|d| d < distance);
         if !progress_after {
-            let phase = match mark {
-                PhaseMark::ModelLoad => id::MODEL_LOAD,
-                PhaseMark::EngineStartup => id::ENGINE_STARTUP,
-                PhaseMark::CudaGraphCapture => id::CUDA_GRAPH_CAPTURE,
-                PhaseMark::Warmup => id::WARMUP,
-                PhaseMark::TrainingStart => id::FIRST_STEP,
-                PhaseMark::Evaluation => id::EVALUATION,
-                PhaseMark::Generation => id::GENERATION,
-                PhaseMark::Serving => id::SERVING,
-            };
+            let phase = of_mark(mark);
             let phase = if phase == id::FIRST_STEP && steady {
                 id::STEADY_STATE
             } else {

@@ -104,8 +104,15 @@ pub struct IncidentReport {
     /// 1-based position in this report.
     pub id: usize,
     pub cause: Cause,
-    /// 0..1: the share of the evidence points that this cause's best rule earned.
+    /// 0..1: the probability of this cause given the evidence (the differential diagnosis's
+    /// posterior).
     pub confidence: f64,
+    /// False when the evidence does not separate this cause from the runner-up: both are
+    /// contenders, and `settle` names the input that would decide between them.
+    pub determined: bool,
+    /// The one extra input that would settle an undetermined incident.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settle: Option<String>,
     /// The cause's title.
     pub title: String,
     /// One sentence with the key numbers.
@@ -139,7 +146,8 @@ pub struct IncidentReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct EvidenceItem {
     pub text: String,
-    /// The rule points this evidence earned (negative: evidence against).
+    /// How strongly this evidence bears on the cause, in nats (a natural-log likelihood
+    /// ratio: +1.1 makes the cause three times likelier; negative: evidence against).
     pub weight: f64,
     /// The primary place it was seen.
     pub input: String,

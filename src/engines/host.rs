@@ -187,9 +187,12 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit").expect("static regex")
 });
 /// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
-/// SIGKILL; job runners print exit code 137 (128 + 9).
+/// SIGKILL; job control prints `[1]+  14875 killed  python main.py` (zsh) or
+/// `[1]+  Killed  python main.py` (bash); job runners print exit code 137 (128 + 9). A progress
+/// bar redraws its line with `\r` and no newline, so the shell's `Killed` often lands glued to
+/// the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$)").expect("static regex")
+    Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
@@ -278,9 +281,15 @@ impl Recognizer for Host {
             }
             // A Python victim is a PyTorch-side process, so the incident takes the engine the
             // log shows (vLLM, DeepSpeed, ...).
-            let engine = match c.name("cmd").or(c.name("cmd2")).map(|m| {
-                super::local::engine_of_process(m.as_str().split_whitespace().next().unwrap_or(""))
-            }) {
+            let engine = match c
+                .name("cmd")
+                .or(c.name("cmd2"))
+                .or(c.name("cmd3"))
+                .map(|m| {
+                    super::local::engine_of_process(
+                        m.as_str().split_whitespace().next().unwrap_or(""),
+                    )
+                }) {
                 Some(id::LINUX) | None => id::UNKNOWN,
                 Some(e) => e,
             };
@@ -289,14 +298,18 @@ impl Recognizer for Host {
             f.fact("host.killer", "shell", None)
                 .fact("host.signal", "KILL", None)
                 .fact("host.exit_code", 137u32, None);
-            if let Some(cmd) = c.name("cmd").or(c.name("cmd2")) {
+            if let Some(cmd) = c.name("cmd").or(c.name("cmd2")).or(c.name("cmd3")) {
                 f.fact(
                     "host.victim_name",
                     cmd.as_str().split_whitespace().next().unwrap_or(""),
                     Some((cmd.start(), cmd.end())),
                 );
             }
-            if let Some(p) = c.name("pid").and_then(|p| p.as_str().parse::<u64>().ok()) {
+            if let Some(p) = c
+                .name("pid")
+                .or(c.name("pid3"))
+                .and_then(|p| p.as_str().parse::<u64>().ok())
+            {
                 f.fact("host.victim_pid", p, None);
             }
             out.failure(f);
@@ -374,6 +387,21 @@ mod tests {
         // `docker ps -a`
         assert!(failure("4f1e2d9a0b7c   vllm/vllm-openai:latest   \"python3 -m vllm.ent…\"   3 minutes ago   Exited (137) 2 minutes ago             vllm").is_some());
         assert!(failure("Killed 3 zombie workers during cleanup").is_none());
+        // Job control, and a `Killed` glued to the last redraw of a progress bar.
+        let f = failure("[1]  + 14875 killed     python main.py --bs 32").expect("job control");
+        assert_eq!(
+            f.get("host.victim_pid").and_then(|v| v.as_f64()),
+            Some(14875.0)
+        );
+        assert!(failure("[2]+  Killed                  python train.py").is_some());
+        assert!(
+            failure("Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]Killed")
+                .is_some()
+        );
+        assert!(
+            failure("Epoch 3:  40%|####      | 40/100 [01:02<01:33,  1.55s/it]Killed").is_some()
+        );
+        assert!(failure("The operator Killed the job").is_none());
         assert_eq!(
             failure("zsh: killed     python3 serve.py")
                 .unwrap()

@@ -33,6 +33,7 @@ pub(crate) mod local;
 pub mod ollama;
 pub mod ray;
 pub mod slurm;
+pub mod smi_table;
 pub mod systemd;
 pub mod xla;
 // LLM serving engines.
@@ -345,6 +346,61 @@ pub fn bounded_text(text: &str) -> Arc<str> {
     }
 }
 
+/// Joins a message that was hard-wrapped over several lines: by a tool that wraps at a space,
+/// by a fixed-width terminal or CI viewer that cuts in the middle of a word or a number, or by
+/// a paste into an issue at ~100 columns, with the line's prefix only on the first piece.
+/// Returns the candidate joined texts (at a space, and without one where the cut fell
+/// mid-word: clean-up already trimmed the whitespace that would tell the two apart) that
+/// `complete` accepts, and how many following lines they used; the line alone when none does.
+/// A piece for which `restarts` holds, a blank line or a traceback line ends the message.
+pub(crate) fn join_wrapped(
+    line: &Line<'_>,
+    complete: impl Fn(&str) -> bool,
+    restarts: impl Fn(&str) -> bool,
+) -> (Vec<String>, u32) {
+    let first = line.text.trim_end_matches(['│', '|', ' ']).to_string();
+    if complete(&first) {
+        return (vec![first], 0);
+    }
+    let mut spaced = first.clone();
+    let mut tight = first;
+    let mut used = 0;
+    for next in line.following(12) {
+        let piece = next
+            .text
+            .trim_matches(|c: char| c == '│' || c == '|' || c.is_whitespace());
+        // A new record starts: the message was not wrapped after all.
+        if piece.is_empty()
+            || piece.starts_with("Traceback")
+            || piece.starts_with("File \"")
+            || piece.starts_with("During handling")
+            || restarts(piece)
+        {
+            break;
+        }
+        spaced.push(' ');
+        spaced.push_str(piece);
+        let mid_word = matches!((tight.chars().last(), piece.chars().next()), (Some(a), Some(b)) if (a.is_alphanumeric() || a == '.') && (b.is_alphanumeric() || b == '.'));
+        if !mid_word {
+            tight.push(' ');
+        }
+        tight.push_str(piece);
+        used += 1;
+        if complete(&spaced) || complete(&tight) || spaced.len() > 4000 {
+            break;
+        }
+    }
+    let candidates: Vec<String> = [spaced, tight]
+        .into_iter()
+        .filter(|t| complete(t))
+        .collect();
+    if candidates.is_empty() {
+        (vec![line.text.to_string()], 0)
+    } else {
+        (candidates, used)
+    }
+}
+
 /// A producer of log lines that oomdoctor understands.
 pub trait Recognizer: Sync {
     /// The engine id ([`id`]).
@@ -380,6 +436,8 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &sglang::Sglang,
         &tgi::Tgi,
         &trtllm::TrtLlm,
+        // Pasted tool output.
+        &smi_table::SmiTable,
     ];
     ALL
 }

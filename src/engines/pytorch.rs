@@ -30,7 +30,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "oom.wording",
         Unit::Text,
-        "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, mps, cuda-malloc-async, ...).",
+        "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, ...).",
     ),
     fact(
         "oom.exception",
@@ -179,7 +179,7 @@ const SIZE: &str = r"\d+(?:\.\d+)?\s*(?:bytes|[KMGTP]i?B)";
 
 static HEAD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
-        r"(?:(?P<exc>[\w.]*(?:Error|Exception)):\s*)?(?P<backend>CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.\s*Tried to allocate (?P<req>{SIZE}|more than 1EB memory)"
+        r"(?:(?:(?P<exc>[\w.]*(?:Error|Exception)):\s*)?(?P<backend>CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.\s*|^\s*)Tried to allocate (?P<req>{SIZE}|more than 1EB memory)"
     ))
     .expect("static regex")
 });
@@ -276,6 +276,8 @@ impl Recognizer for PyTorch {
     fn anchors(&self) -> &'static [&'static str] {
         &[
             "out of memory",
+            // A pasted fragment without the exception's first words.
+            "Tried to allocate",
             "CUBLAS_STATUS_ALLOC_FAILED",
             "CUDNN_STATUS_ALLOC_FAILED",
             "DefaultCPUAllocator",
@@ -304,7 +306,8 @@ impl Recognizer for PyTorch {
         }
         let oom_like = text.contains("out of memory")
             || text.contains("OUT OF MEMORY")
-            || text.contains("ALLOC_FAILED");
+            || text.contains("ALLOC_FAILED")
+            || text.trim_start().starts_with("Tried to allocate");
         if oom_like && recognize_oom(line, out) {
             return;
         }
@@ -431,54 +434,12 @@ fn message_complete(text: &str) -> bool {
         || text.contains("1EB memory")
 }
 
-/// Joins an OOM message that a tool wrapped over several lines. Returns the candidate joined
-/// texts and how many following lines they used.
-///
-/// A word-wrapping tool breaks at a space; a fixed-width terminal or CI viewer cuts in the
-/// middle of a word or number. Clean-up has already trimmed the whitespace that would tell
-/// the two apart, so both joins are returned and the caller keeps the one that reads more.
+/// Joins an OOM message that a tool wrapped over several lines (see
+/// [`super::join_wrapped`]); a new OOM message on a following line is not a continuation.
 fn join_wrapped(line: &Line<'_>) -> (Vec<String>, u32) {
-    let first = line.text.trim_end_matches(['│', '|', ' ']).to_string();
-    if message_complete(&first) {
-        return (vec![first], 0);
-    }
-    let mut spaced = first.clone();
-    let mut tight = first;
-    let mut used = 0;
-    for next in line.following(12) {
-        let piece = next
-            .text
-            .trim_matches(|c: char| c == '│' || c == '|' || c.is_whitespace());
-        // A new record starts: the message was not wrapped after all.
-        if piece.is_empty()
-            || piece.starts_with("Traceback")
-            || piece.starts_with("File \"")
-            || piece.starts_with("During handling")
-            || piece.contains("out of memory. Tried")
-        {
-            break;
-        }
-        spaced.push(' ');
-        spaced.push_str(piece);
-        let mid_word = matches!((tight.chars().last(), piece.chars().next()), (Some(a), Some(b)) if (a.is_alphanumeric() || a == '.') && (b.is_alphanumeric() || b == '.'));
-        if !mid_word {
-            tight.push(' ');
-        }
-        tight.push_str(piece);
-        used += 1;
-        if message_complete(&spaced) || message_complete(&tight) || spaced.len() > 4000 {
-            break;
-        }
-    }
-    let candidates: Vec<String> = [spaced, tight]
-        .into_iter()
-        .filter(|t| message_complete(t))
-        .collect();
-    if candidates.is_empty() {
-        (vec![line.text.to_string()], 0)
-    } else {
-        (candidates, used)
-    }
+    super::join_wrapped(line, message_complete, |piece| {
+        piece.contains("out of memory. Tried")
+    })
 }
 
 fn size(m: regex::Match<'_>) -> Option<u64> {
@@ -576,6 +537,11 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
 /// Parses the caching allocator's message (any generation) from joined text.
 pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
     let head = HEAD.captures(text)?;
+    // A fragment pasted without its exception and backend (`Tried to allocate 216.00 MiB
+    // (GPU 0; 7.92 GiB total capacity; ...)`) is an OOM only with the device figures behind it.
+    if head.name("backend").is_none() && !LEGACY.is_match(text) && !MODERN_DEVICE.is_match(text) {
+        return None;
+    }
     let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
     let backend = head
         .name("backend")
@@ -983,6 +949,17 @@ mod tests {
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() <= b * 0.0001 + 1.0)
+    }
+
+    #[test]
+    fn a_fragment_without_the_exception_name() {
+        let f = parse_allocator_oom("Tried to allocate 216.00 MiB (GPU 0; 7.92 GiB total capacity; 6.91 GiB already allocated; 98.56 MiB free; 7.02 GiB reserved in total by PyTorch)").expect("legacy fragment");
+        assert!(close(num(&f, "oom.requested_bytes"), 216.0 * 1048576.0));
+        assert!(close(num(&f, "oom.total_bytes"), 7.92 * 1073741824.0));
+        assert!(parse_allocator_oom("Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free.").is_some());
+        // Without the device figures it is any program's sentence, not an OOM.
+        assert!(parse_allocator_oom("Tried to allocate 5 buffers for the queue").is_none());
+        assert!(parse_allocator_oom("Tried to allocate 2.00 GiB").is_none());
     }
 
     /// Every wording in the catalogue, with the byte values it must yield.

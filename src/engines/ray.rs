@@ -99,6 +99,8 @@ impl Recognizer for Ray {
             "killed due to memory pressure",
             "RAY_memory_usage_threshold",
             "/dev/shm has only",
+            "how to address the out of memory issue",
+            "ray-oom-prevention",
         ]
     }
 
@@ -217,6 +219,19 @@ impl Recognizer for Ray {
             out.failure(f);
             return;
         }
+        // The advice paragraph the memory monitor prints after it kills a worker. A job's
+        // status message quotes only the last 20,000 characters of the log, so it is often
+        // all that is left of the kill: alone it still means the monitor killed something.
+        if text.contains("how to address the out of memory issue")
+            || text.contains("ray-oom-prevention")
+        {
+            let mut f = Failure::new("host-oom", id::RAY, Domain::Host);
+            f.fact("host.killer", "ray", None)
+                .fact("host.container", "ray", None);
+            f.wrapper = true;
+            out.failure(f);
+            return;
+        }
         if let Some(c) = THRESHOLD_ENV.captures(text) {
             let m = c.name("v").expect("group v");
             if let Ok(v) = m.as_str().parse::<f64>() {
@@ -246,6 +261,17 @@ mod tests {
 
     fn failure(raw: &str) -> Option<Failure> {
         crate::engines::emitted_failure(&crate::engines::run_line(&Ray, raw))
+    }
+
+    #[test]
+    fn the_advice_alone_is_a_kill() {
+        let f = failure("Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism by requesting more CPUs per task.").expect("advice");
+        assert_eq!(f.kind, "host-oom");
+        assert!(f.wrapper);
+        assert!(
+            failure("See https://docs.ray.io/en/latest/ray-core/scheduling/resources.html")
+                .is_none()
+        );
     }
 
     #[test]

@@ -249,7 +249,8 @@ static NOT_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
 /// S-3.
 static NO_KV_ROOM: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=(?P<f>{N})\. Raise --mem-fraction-static above (?P<s>{N})(?: \(minimum viable = 1 - available/pre = (?P<m>{N})\))?",
+        // Every part after the first clause is optional: pastes cut it, and versions reword it.
+        r"Loaded weights leave no GPU memory for the KV cache(?: under --mem-fraction-static=(?P<f>{N}))?(?:\.\s*Raise --mem-fraction-static above (?P<s>{N})(?: \(minimum viable = 1 - available/pre = (?P<m>{N})\))?)?",
     )
 });
 /// `max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.`
@@ -363,11 +364,18 @@ impl Recognizer for Sglang {
             "fired up and ready to roll",
             "memory leak detected",
             "/sglang/srt/",
+            "Received sigquit from a child process",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        // The launcher's word after a scheduler or detokenizer process died: only SGLang
+        // prints it, so it names the engine of the failure just above.
+        if text.contains("Received sigquit from a child process") {
+            out.engine(id::SGLANG);
+            return;
+        }
         // A traceback frame in SGLang's runtime names the engine.
         if super::serving::quoted_code_or_frame(text, &["/sglang/srt/"], id::SGLANG, out) {
             return;
@@ -780,6 +788,13 @@ mod tests {
     #[test]
     fn every_failure_wording() {
         let rows: &[(&str, &str, &str, &str, f64)] = &[
+            (
+                "S-3 cut short",
+                "RuntimeError: Not enough memory. Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.88. Please try a larger value.",
+                "no-kv-memory",
+                "sglang.mem_fraction_static",
+                0.88,
+            ),
             (
                 "S-2",
                 "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",

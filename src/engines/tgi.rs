@@ -250,6 +250,8 @@ impl Recognizer for Tgi {
             "CUDA_MEMORY_FRACTION",
             "NUM_SHARD",
             "text_generation_server/",
+            "text_generation_client",
+            "text_generation_router",
         ]
     }
 
@@ -319,6 +321,16 @@ impl Recognizer for Tgi {
                 .fact("host.victim_name", "text-generation-server shard", None);
             out.failure(f);
             return;
+        }
+
+        // The router's tracing spans name the request being served:
+        // `batch{batch_size=1}:prefill:prefill{id=9 size=1}: text_generation_client: ...`.
+        if text.contains("text_generation_client") || text.contains("text_generation_router") {
+            out.engine(id::TGI);
+            if !text.contains("warmup{") && (text.contains(":prefill") || text.contains(":decode"))
+            {
+                out.phase(PhaseMark::Serving);
+            }
         }
 
         let mut seen = true;

@@ -299,6 +299,7 @@ impl Recognizer for TrtLlm {
             EXECUTOR_OOM,
             "host_step_time",
             "/tensorrt_llm/",
+            "No free blocks left",
         ]
     }
 
@@ -351,6 +352,15 @@ impl Recognizer for TrtLlm {
         if text.contains(MAX_TOKENS_TOO_SMALL) {
             out.engine(id::TRTLLM);
             out.failure(Failure::new("kv-capacity", id::TRTLLM, Domain::Device));
+            return;
+        }
+
+        // The batch manager asks the KV-cache manager for a block for the next token and
+        // none is left: the sequences in flight outgrew the cache.
+        if text.contains("No free blocks left") || text.contains("Can't allocate new blocks") {
+            out.engine(id::TRTLLM);
+            out.phase(PhaseMark::Serving);
+            out.failure(Failure::new("kv-exhausted", id::TRTLLM, Domain::Device));
             return;
         }
 
@@ -522,6 +532,23 @@ mod tests {
 
     fn failure(out: &Emit) -> Option<Failure> {
         crate::engines::emitted_failure(out)
+    }
+
+    #[test]
+    fn kv_blocks_exhausted_while_serving() {
+        for raw in [
+            "[TensorRT-LLM][ERROR] Assertion failed: Can't allocate new blocks. No free blocks left. (/src/cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp:362)",
+            "[TensorRT-LLM][ERROR] [TensorRT-LLM][ERROR] Assertion failed: No free blocks left.",
+        ] {
+            let f = failure(&run(raw)).expect(raw);
+            assert_eq!(f.kind, "kv-exhausted", "{raw}");
+        }
+        assert!(
+            failure(&run(
+                "[TensorRT-LLM][INFO] Number of blocks in KV cache primary pool: 82"
+            ))
+            .is_none()
+        );
     }
 
     #[test]

@@ -140,7 +140,9 @@ static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"RESOURCE_EXHAUSTED: Out of memory (?:while trying to allocate|allocating) (?P<n>\d+(?:\.\d+)?)\s*(?P<u>bytes|[KMGT]i?B|B)?")
+    // TensorFlow's `OP_REQUIRES failed ... : Resource exhausted: Out of memory ...` spells the
+    // status the older way.
+    Regex::new(r"(?:RESOURCE_EXHAUSTED|Resource exhausted):? Out of memory (?:while trying to allocate|allocating) (?P<n>\d+(?:\.\d+)?)\s*(?P<u>bytes|[KMGT]i?B|B)?")
         .expect("static regex")
 });
 static XLA_REQUEST: LazyLock<Regex> = LazyLock::new(|| {
@@ -215,6 +217,7 @@ impl Recognizer for Xla {
         &[
             "OOM when allocating",
             "RESOURCE_EXHAUSTED",
+            "Resource exhausted:",
             "ran out of memory trying to allocate",
             "Ran out of memory in memory space",
             "Limit:",
@@ -283,8 +286,36 @@ impl Recognizer for Xla {
             out.failure(f);
             return;
         }
+        // A status line cut short by a hard wrap (`... Resource exhausted: Out` / `of memory
+        // while trying to allocate 5520758552 bytes.`) is read joined with its pieces.
+        let joined = if (text.contains("Resource exhausted") || text.contains("RESOURCE_EXHAUSTED"))
+            && !XLA_OOM.is_match(text)
+        {
+            let (candidates, used) = super::join_wrapped(
+                line,
+                |t| XLA_OOM.is_match(t),
+                |piece| {
+                    piece.contains("RESOURCE_EXHAUSTED") || piece.contains("Resource exhausted")
+                },
+            );
+            candidates
+                .into_iter()
+                .find(|t| XLA_OOM.is_match(t))
+                .map(|t| (t, used))
+        } else {
+            None
+        };
+        let (text, used): (&str, u32) = match &joined {
+            Some((t, used)) => (t.as_str(), *used),
+            None => (text, 0),
+        };
         if let Some(c) = XLA_OOM.captures(text) {
+            out.consume(used);
             let mut f = xla_failure(line, "xla-runtime");
+            if used > 0 {
+                // Spans below point into the joined text.
+                f.text = Some(text.to_string());
+            }
             if let Some(m) = c.name("n") {
                 let unit = c.name("u").map(|u| u.as_str()).unwrap_or("bytes");
                 if let Some(b) = size_bin(m.as_str(), unit) {
@@ -342,6 +373,13 @@ impl Recognizer for Xla {
                 !t.starts_with("LargestFreeBlock")
             });
             out.failure(f);
+            return;
+        }
+        // Loading a compiled kernel (a CUBIN or PTX module) needs device memory outside the
+        // runtime's preallocated pool; when none is left the load fails with the driver's
+        // out-of-memory error, whatever status wraps it (INTERNAL, UNKNOWN).
+        if CUDA_MODULE_LOAD.is_match(text) {
+            out.failure(xla_failure(line, "cuda-module-load"));
             return;
         }
         if text.contains("RESOURCE_EXHAUSTED") {
@@ -582,6 +620,13 @@ fn xla_engine(line: &Line<'_>) -> &'static str {
     engine.unwrap_or(id::JAX)
 }
 
+static CUDA_MODULE_LOAD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"Failed to load (?:in-memory )?(?:CUBIN|PTX|cubin|module)[^\n]*CUDA_ERROR_OUT_OF_MEMORY",
+    )
+    .expect("static regex")
+});
+
 fn xla_failure(line: &Line<'_>, wording: &str) -> Failure {
     let engine = xla_engine(line);
     let mut f = Failure::new("device-oom", engine, Domain::Device);
@@ -638,6 +683,35 @@ mod tests {
     }
 
     /// X-1..X-7 and the configuration lines.
+    #[test]
+    fn a_status_cut_by_a_hard_wrap() {
+        let log = "2024-05-01 10:00:00.123 W tensorflow/core/framework/op_kernel.cc:1840] OP_REQUIRES failed at xla_ops.cc:503 : Resource exhausted: Out\nof memory while trying to allocate 5520758552 bytes.\n";
+        let input: crate::evidence::InputName = std::sync::Arc::from("t.log");
+        let ev = crate::incident::analyze_log(&mut log.as_bytes(), &input)
+            .unwrap()
+            .0;
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(
+            ev.incidents[0].facts.num("oom.requested_bytes"),
+            Some(5520758552.0)
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_cannot_be_loaded() {
+        for raw in [
+            "XlaRuntimeError: INTERNAL: Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+            "jaxlib.xla_extension.XlaRuntimeError: UNKNOWN: Failed to load PTX text as a module: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        ] {
+            let f = failure(raw).expect(raw);
+            assert_eq!(
+                f.get("oom.wording").and_then(Value::as_str),
+                Some("cuda-module-load")
+            );
+        }
+        assert!(failure("XlaRuntimeError: INTERNAL: Failed to load in-memory CUBIN: CUDA_ERROR_INVALID_IMAGE").is_none());
+    }
+
     #[test]
     fn every_xla_and_tf_format() {
         let f = failure("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,16,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc").unwrap();

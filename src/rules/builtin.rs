@@ -25,6 +25,7 @@ rules![
     "dataloader-worker-killed",
     "shared-memory-exhausted",
     "process-killed",
+    "host-memory-grows",
     // Diffusion front-ends.
     "comfyui-model-offloaded",
     "comfyui-working-memory",
@@ -75,6 +76,7 @@ rules![
     "tgi-batch-total-tokens-oom",
     "tgi-max-total-tokens-exceeds-kv",
     "trtllm-max-seq-len-reduced",
+    "trtllm-kv-blocks-exhausted",
     "trtllm-free-fraction-too-high",
     "serving-weights-dont-fit",
     "tgi-runtime-oom",

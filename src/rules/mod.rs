@@ -48,6 +48,7 @@ use crate::cause::Cause;
 use crate::expr::{Expr, ExprError};
 
 pub mod builtin;
+pub mod decision;
 mod eval;
 
 pub use eval::{
@@ -389,6 +390,8 @@ pub struct Rule {
     pub(crate) let_index: HashMap<String, usize>,
     pub signals: Vec<Signal>,
     pub fixes: Vec<FixSpec>,
+    /// How narrowly the gate picks incidents ([`decision::specificity`]).
+    pub specificity: u32,
     /// `built-in` or the file it was loaded from.
     pub origin: String,
     /// The rule file's text, for `oomdoctor explain`.
@@ -778,6 +781,21 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
         .transpose()?;
     let mut signals = Vec::new();
     for s in &doc.signals {
+        // A signal that restates the gate holds whenever the rule applies: it is a prior
+        // dressed as evidence, and the decision model must not count it.
+        if let (Some(gate), CondSpec::Expr(when)) = (&doc.applies, s.when.get_ref()) {
+            if let CondSpec::Expr(gate) = gate.get_ref() {
+                if decision::gate_implies(gate, when) {
+                    return Err(RuleError::new(
+                        &file,
+                        s.when.span(),
+                        "this signal restates the rule's `applies` gate",
+                        "holds whenever the rule applies",
+                        Some("a gate is not evidence: drop the signal, or make it test something the gate does not (put priors in rules/decision/findings.toml)".into()),
+                    ));
+                }
+            }
+        }
         if !s.weight.is_finite() {
             return Err(RuleError::new(
                 &file,
@@ -792,6 +810,51 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
             weight: s.weight,
             says: c.template(&s.says, "signal text")?,
         });
+    }
+    // Two signals that negate each other (within the gate) and both argue for the cause
+    // always give points.
+    let gate_text = match doc.applies.as_ref().map(|a| a.get_ref()) {
+        Some(CondSpec::Expr(g)) => g.as_str(),
+        _ => "",
+    };
+    for (i, a) in doc.signals.iter().enumerate() {
+        for b in &doc.signals[i + 1..] {
+            if let (CondSpec::Expr(x), CondSpec::Expr(y)) = (a.when.get_ref(), b.when.get_ref()) {
+                if a.weight > 0.0 && b.weight > 0.0 && decision::split_restatement(gate_text, x, y)
+                {
+                    return Err(RuleError::new(
+                        &file,
+                        b.when.span(),
+                        "this signal and an earlier one negate each other, so one of them holds for every incident",
+                        "always one of the two",
+                        Some("evidence that always holds is a prior: drop the pair".into()),
+                    ));
+                }
+            }
+        }
+    }
+    // Signals that split one of the gate's `or`s between them: one always holds.
+    let plain: Vec<(&str, f64)> = doc
+        .signals
+        .iter()
+        .filter_map(|s| match s.when.get_ref() {
+            CondSpec::Expr(w) => Some((w.as_str(), s.weight)),
+            _ => None,
+        })
+        .collect();
+    if plain.len() == doc.signals.len() {
+        if let Some(i) = decision::covering_restatement(gate_text, &plain) {
+            return Err(RuleError::new(
+                &file,
+                doc.signals[i].when.span(),
+                "these signals split one of the gate's `or`s between them, so one of them holds for every incident",
+                "completes the cover",
+                Some(
+                    "evidence that always holds is a prior: drop the signals that restate the gate"
+                        .into(),
+                ),
+            ));
+        }
     }
     let mut fixes = Vec::new();
     for f in &doc.fixes {
@@ -819,7 +882,13 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
             weight: f.weight,
         });
     }
+    let specificity = match doc.applies.as_ref().map(|a| a.get_ref()) {
+        Some(CondSpec::Expr(g)) => decision::specificity(g),
+        Some(_) => 1,
+        None => 0,
+    };
     Ok(Rule {
+        specificity,
         id: doc.id.into_inner(),
         cause,
         title: doc.title,
@@ -837,9 +906,11 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
 }
 
 /// The rules in force.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RuleSet {
     pub rules: Vec<Rule>,
+    /// Priors, findings and thresholds that decide between the rules' causes.
+    pub decision: decision::DecisionModel,
 }
 
 impl RuleSet {
@@ -854,7 +925,10 @@ impl RuleSet {
                 "built-in",
             )?);
         }
-        Ok(RuleSet { rules })
+        Ok(RuleSet {
+            rules,
+            decision: decision::DecisionModel::builtin()?,
+        })
     }
 
     /// Adds the rules of a directory; a rule with a built-in's id replaces it.

@@ -1,0 +1,180 @@
+//! Crash logs in the shapes people paste into issues and CI logs leave behind: a `Killed`
+//! glued to a progress bar, shell job control, a status hard-wrapped at 100 columns, a
+//! fragment without the exception's name, ANSI escapes pasted as literal `^[[`, older and
+//! newer wordings, an nvidia-smi table under the error. Each must give an incident with the
+//! right failure kind and a cause the evidence supports; where the evidence cannot separate
+//! two causes, the incident says so and names what would. Written by us in those shapes
+//! (`fixtures/pastes/`).
+
+use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::report::{Diagnosis, IncidentReport};
+use oomdoctor::rules::{Direction, RuleSet};
+
+fn diagnose(name: &str) -> Diagnosis {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = RuleSet::builtin().unwrap();
+    let (d, errors) = diagnose_inputs(
+        &[format!("fixtures/pastes/{name}")],
+        &rules,
+        &DiagnoseOptions::default(),
+        None,
+    );
+    assert!(errors.is_empty(), "{name}: {errors:?}");
+    d
+}
+
+fn first(name: &str) -> IncidentReport {
+    let d = diagnose(name);
+    assert!(!d.incidents.is_empty(), "{name}: no incident");
+    d.incidents[0].clone()
+}
+
+/// (file, failure kind, the cause it must name first)
+const CASES: &[(&str, &str, &str)] = &[
+    ("glued-killed-after-shards-bar.log", "host-oom", "host-oom"),
+    ("ray-monitor-caret-escapes.log", "host-oom", "host-oom"),
+    (
+        "sglang-no-kv-room-cut-short.log",
+        "no-kv-memory",
+        "model-too-large",
+    ),
+    (
+        "trtllm-no-free-blocks-under-load.log",
+        "kv-exhausted",
+        "kv-cache-overflow",
+    ),
+    (
+        "jax-cubin-load-in-notebook.log",
+        "device-oom",
+        "memory-contention",
+    ),
+    (
+        "smi-table-pasted-under-runtime-error.log",
+        "device-oom",
+        "memory-contention",
+    ),
+    (
+        "generate-32k-new-tokens-kv-cache.log",
+        "device-oom",
+        "kv-cache-overflow",
+    ),
+    ("backward-after-48k-steps.log", "device-oom", "memory-leak"),
+];
+
+#[test]
+fn every_paste_shape_gives_its_incident() {
+    for (file, kind, cause) in CASES {
+        let i = first(file);
+        assert_eq!(i.kind, *kind, "{file}");
+        assert_eq!(i.cause.id(), *cause, "{file}: {}", i.summary);
+        assert!(!i.fixes.is_empty(), "{file}: no fix");
+    }
+}
+
+/// Shapes whose text alone does not separate the causes: they still make an incident, and
+/// it is marked undetermined with the input that would settle it.
+#[test]
+fn thin_pastes_are_incidents_and_say_what_would_settle_them() {
+    for (file, kind) in [
+        ("bare-fragment-from-issue-title.log", "device-oom"),
+        ("tf-status-hard-wrapped-at-100-columns.log", "device-oom"),
+        ("pre-1.0-thcudacheck.log", "device-oom"),
+        ("zsh-job-control-kill-after-epochs.log", "host-oom"),
+    ] {
+        let i = first(file);
+        assert_eq!(i.kind, kind, "{file}");
+        assert!(!i.determined, "{file}: {} {:.2}", i.cause, i.confidence);
+        assert!(
+            i.settle.as_deref().is_some_and(|s| !s.is_empty()),
+            "{file}: no settling input"
+        );
+        assert!(!i.alternatives.is_empty(), "{file}: no contender");
+    }
+    // The hard-wrapped status is read whole: its number is the request.
+    let i = first("tf-status-hard-wrapped-at-100-columns.log");
+    assert_eq!(i.requested_bytes, Some(5_520_758_552));
+    // A pre-1.0 runtime error has no figures: nothing says memory was held elsewhere.
+    let i = first("pre-1.0-thcudacheck.log");
+    assert!(
+        !i.evidence.iter().any(|e| e.text.contains("held")
+            && e.weight > 0.0
+            && i.cause.id() == "memory-contention"),
+        "{:?}",
+        i.evidence
+    );
+}
+
+/// A batch-1 `generate()` has no batch to cut, and a failure after 48,210 steps did not
+/// happen "before steps could run steadily".
+#[test]
+fn no_advice_points_the_wrong_way() {
+    let i = first("generate-32k-new-tokens-kv-cache.log");
+    assert!(
+        !i.fixes.iter().any(
+            |f| f.knob.as_deref() == Some("batch_size") && f.direction == Some(Direction::Down)
+        ),
+        "{:?}",
+        i.fixes.iter().map(|f| &f.title).collect::<Vec<_>>()
+    );
+    let i = first("backward-after-48k-steps.log");
+    let texts: Vec<&str> = i
+        .evidence
+        .iter()
+        .chain(i.alternatives.iter().flat_map(|a| a.evidence.iter()))
+        .map(|e| e.text.as_str())
+        .collect();
+    assert!(
+        !texts.iter().any(|t| t.contains("before steps could run")),
+        "{texts:?}"
+    );
+    assert!(texts.iter().any(|t| t.contains("48210 steps")), "{texts:?}");
+    // TGI's router names a batch of one: no fix cuts a batch below one.
+    let i = first("tgi-router-batch1-prefill.log");
+    assert_eq!(i.engine, "tgi");
+    assert_eq!(i.phase, "serving");
+}
+
+/// A summary never contradicts its own numbers: "did not fit" only when the live tensors
+/// plus the request exceed what was usable, "only just fit" only when they do not.
+#[test]
+fn summaries_do_not_contradict_their_numbers() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = RuleSet::builtin().unwrap();
+    let mut inputs: Vec<String> = vec!["fixtures/series/incident-leak/train.log".into()];
+    for dir in ["fixtures/pastes", "fixtures/rules/torch-activations"] {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            if e.path().is_file() {
+                inputs.push(e.path().display().to_string());
+            }
+        }
+    }
+    let mut checked = 0;
+    for input in inputs {
+        let (d, _) = diagnose_inputs(
+            std::slice::from_ref(&input),
+            &rules,
+            &DiagnoseOptions::default(),
+            None,
+        );
+        for i in d.incidents {
+            let num = |n: &str| i.facts.num(n);
+            let (Some(a), Some(r), Some(f)) = (
+                num("oom.allocated_bytes"),
+                num("oom.requested_bytes"),
+                num("oom.free_bytes"),
+            ) else {
+                continue;
+            };
+            let usable = a + num("oom.reserved_unallocated_bytes").unwrap_or(0.0) + f;
+            if i.summary.contains("did not fit in") {
+                assert!(a + r > usable, "{input}: {}", i.summary);
+                checked += 1;
+            }
+            if i.summary.contains("only just fit in") {
+                assert!(a + r <= usable, "{input}: {}", i.summary);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 3, "only {checked} summaries were checked");
+}

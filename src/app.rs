@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
 use crate::cause::Cause;
@@ -47,13 +46,53 @@ impl From<Exit> for ExitCode {
     }
 }
 
+thread_local! {
+    /// `--color` as given on this thread's command line, for messages written before or
+    /// outside the parsed command (clap's help and errors, [`report_error`]).
+    static COLOR_CHOICE: std::cell::Cell<ColorChoice> = const { std::cell::Cell::new(ColorChoice::Auto) };
+}
+
+/// `--color` read from raw arguments (the command line may not parse): the last one given
+/// before `--`.
+fn color_from_args(args: &[OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut it = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(a) = it.next() {
+        let value = if a == "--" {
+            break;
+        } else if a == "--color" {
+            it.next().map(|v| v.into_owned())
+        } else {
+            a.strip_prefix("--color=").map(str::to_string)
+        };
+        match value.as_deref() {
+            Some("always") => choice = ColorChoice::Always,
+            Some("never") => choice = ColorChoice::Never,
+            Some("auto") => choice = ColorChoice::Auto,
+            _ => {}
+        }
+    }
+    choice
+}
+
+/// Whether messages on stderr (errors, warnings) are coloured.
+fn stderr_color(io: &Io<'_>) -> bool {
+    use_color(COLOR_CHOICE.with(|c| c.get()), io.stderr_is_tty)
+}
+
 /// Entry point for `main` and tests.
 pub fn main_with_args<I, T>(args: I, io: &mut Io<'_>) -> Exit
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let choice = color_from_args(&args);
+    COLOR_CHOICE.with(|c| c.set(choice));
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|c| (c, m)));
+    let (mut cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -61,7 +100,14 @@ where
             } else {
                 Exit::Clean
             };
-            let text = if io.stderr_is_tty || !e.use_stderr() {
+            // Help and version go to stdout, errors to stderr: colour follows that stream,
+            // `--color` and `NO_COLOR`.
+            let tty = if e.use_stderr() {
+                io.stderr_is_tty
+            } else {
+                io.stdout_is_tty
+            };
+            let text = if use_color(choice, tty) {
                 e.render().ansi().to_string()
             } else {
                 e.render().to_string()
@@ -74,12 +120,90 @@ where
             return code;
         }
     };
+    let wants_config = matches!(
+        cli.command,
+        None | Some(Command::Bundle(_) | Command::Explain { .. } | Command::Rules { .. })
+    );
+    if wants_config {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+        match crate::config::load(cli.config.as_deref(), cli.no_config, &cwd) {
+            Ok(cfg) => apply_config(&mut cli, &matches, &cfg),
+            Err(e) => {
+                report_error(io, &e);
+                return Exit::Error;
+            }
+        }
+        if cli.command.is_none() {
+            COLOR_CHOICE.with(|c| c.set(cli.diagnose.color));
+        }
+    }
     run(cli, io)
+}
+
+/// Fills what the command line left unsaid from the configuration file: a flag given on
+/// the command line always wins over its key.
+fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, cfg: &crate::config::Config) {
+    use clap::parser::ValueSource;
+    let given = |m: &clap::ArgMatches, id: &str| {
+        m.try_get_raw(id).is_ok() && m.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    let rules = |m: &clap::ArgMatches, dirs: &mut Vec<std::path::PathBuf>| {
+        if !given(m, "rules") && !cfg.rules.is_empty() {
+            dirs.clone_from(&cfg.rules);
+        }
+    };
+    let globs = |m: &clap::ArgMatches, glob: &mut Vec<String>, exclude: &mut Vec<String>| {
+        if !given(m, "glob") && !cfg.glob.is_empty() {
+            glob.clone_from(&cfg.glob);
+        }
+        if !given(m, "exclude") && !cfg.exclude.is_empty() {
+            exclude.clone_from(&cfg.exclude);
+        }
+    };
+    match &mut cli.command {
+        None => {
+            let a = &mut cli.diagnose;
+            if let Some(f) = cfg.format.filter(|_| !given(matches, "format")) {
+                a.format = f;
+            }
+            if let Some(f) = cfg.fail_on.as_ref() {
+                // `--exit-zero` on the command line overrides a configured policy.
+                if !given(matches, "fail_on") && !a.exit_zero {
+                    a.fail_on.clone_from(f);
+                }
+            }
+            if let Some(c) = cfg.color.filter(|_| !given(matches, "color")) {
+                a.color = c;
+            }
+            rules(matches, &mut a.rules);
+            globs(matches, &mut a.glob, &mut a.exclude);
+        }
+        Some(Command::Bundle(b)) => {
+            if let Some(m) = matches.subcommand_matches("bundle") {
+                rules(m, &mut b.rules);
+                globs(m, &mut b.glob, &mut b.exclude);
+                if !given(m, "redact") && !cfg.redact.is_empty() {
+                    b.redact.clone_from(&cfg.redact);
+                }
+            }
+        }
+        Some(Command::Explain { rules: dirs, .. }) => {
+            if let Some(m) = matches.subcommand_matches("explain") {
+                rules(m, dirs);
+            }
+        }
+        Some(Command::Rules { rules: dirs, .. }) => {
+            if let Some(m) = matches.subcommand_matches("rules") {
+                rules(m, dirs);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Prints a miette diagnostic to stderr.
 pub fn report_error(io: &mut Io<'_>, err: &dyn Diagnostic) {
-    let theme = if io.stderr_is_tty {
+    let theme = if stderr_color(io) {
         GraphicalTheme::unicode()
     } else {
         GraphicalTheme::unicode_nocolor()
@@ -106,7 +230,7 @@ fn emit(io: &mut Io<'_>, text: &str) -> io::Result<()> {
     }
 }
 
-fn load_rules(dir: Option<&std::path::Path>, io: &mut Io<'_>) -> Option<RuleSet> {
+fn load_rules(dirs: &[std::path::PathBuf], io: &mut Io<'_>) -> Option<RuleSet> {
     let mut set = match RuleSet::builtin() {
         Ok(s) => s,
         Err(e) => {
@@ -114,7 +238,7 @@ fn load_rules(dir: Option<&std::path::Path>, io: &mut Io<'_>) -> Option<RuleSet>
             return None;
         }
     };
-    if let Some(d) = dir {
+    for d in dirs {
         if let Err(e) = set.load_dir(d) {
             report_error(io, &e);
             return None;
@@ -127,8 +251,25 @@ fn use_color(choice: ColorChoice, tty: bool) -> bool {
     match choice {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
-        ColorChoice::Auto => tty && std::env::var_os("NO_COLOR").is_none(),
+        ColorChoice::Auto => tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     }
+}
+
+/// Columns for human output: `COLUMNS` when set, else the terminal's width when standard
+/// output is one, else 80 (piped, redirected, written with `--output`).
+pub fn output_width(stdout_is_tty: bool) -> usize {
+    let from_env = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    let from_tty = || {
+        stdout_is_tty
+            .then(terminal_size::terminal_size)
+            .flatten()
+            .map(|(w, _)| usize::from(w.0))
+            .filter(|n| *n > 0)
+    };
+    from_env.or_else(from_tty).unwrap_or(80).clamp(40, 400)
 }
 
 /// Runs a parsed command line.
@@ -136,15 +277,29 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
     match cli.command {
         None => diagnose_command(&cli.diagnose, io),
         Some(Command::Explain { id, rules }) => {
-            let Some(set) = load_rules(rules.as_deref(), io) else {
+            let Some(set) = load_rules(&rules, io) else {
                 return Exit::Error;
+            };
+            let Some(id) = id else {
+                return finish_output(io, &explain_topics(&set), Exit::Clean);
             };
             match explain(&id, &set) {
                 Some(text) => finish_output(io, &text, Exit::Clean),
                 None => {
+                    let hint = match did_you_mean(&id, &set).as_slice() {
+                        [] => String::new(),
+                        [one] => format!("\n  did you mean `{one}`?"),
+                        many => format!(
+                            "\n  did you mean one of: {}?",
+                            many.iter()
+                                .map(|m| format!("`{m}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    };
                     let _ = writeln!(
                         io.stderr,
-                        "error: `{id}` is not a cause, rule, phase or fact\n  causes: {}\n  try `oomdoctor rules` or `oomdoctor facts`",
+                        "error: `{id}` is not a cause, rule, phase or fact{hint}\n  causes: {}\n  `oomdoctor explain` lists every topic; try `oomdoctor rules` or `oomdoctor facts`",
                         Cause::ALL
                             .iter()
                             .map(|c| c.id())
@@ -156,7 +311,7 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
             }
         }
         Some(Command::Rules { format, rules }) => {
-            let Some(set) = load_rules(rules.as_deref(), io) else {
+            let Some(set) = load_rules(&rules, io) else {
                 return Exit::Error;
             };
             finish_output(io, &list_rules(&set, format), Exit::Clean)
@@ -263,6 +418,8 @@ pub struct DiagnoseOptions {
     pub pickle_limits: crate::pickle::PickleLimits,
     /// Draw a progress bar on stderr for large snapshots.
     pub progress: bool,
+    /// Which files of directory inputs to read (`--glob`, `--exclude`).
+    pub filter: crate::walk::Filter,
 }
 
 impl Default for DiagnoseOptions {
@@ -274,6 +431,7 @@ impl Default for DiagnoseOptions {
             model: None,
             pickle_limits: crate::pickle::PickleLimits::default(),
             progress: false,
+            filter: crate::walk::Filter::default(),
         }
     }
 }
@@ -298,6 +456,10 @@ impl From<&DiagnoseArgs> for DiagnoseOptions {
             model: a.model.clone(),
             pickle_limits: limits,
             progress: false,
+            filter: crate::walk::Filter {
+                include: a.glob.clone(),
+                exclude: a.exclude.clone(),
+            },
         }
     }
 }
@@ -1031,13 +1193,17 @@ pub fn analyze(
         }
         let path = std::path::Path::new(spec);
         if path.is_dir() {
-            match crate::walk::walk(path) {
+            match crate::walk::walk_filtered(path, &opts.filter) {
                 Ok(w) => {
                     if w.files.is_empty() {
                         let e = InputError::Unsupported {
                             input: spec.clone(),
                             message: "the directory holds no files to read".into(),
-                            help: Some("hidden files and directories are skipped".into()),
+                            help: Some(if opts.filter == crate::walk::Filter::default() {
+                                "hidden files and directories are skipped".into()
+                            } else {
+                                "hidden files and directories are skipped, and so is what --glob and --exclude leave out".into()
+                            }),
                         };
                         diagnosis.errors.push(InputErrorReport {
                             input: spec.clone(),
@@ -1184,6 +1350,7 @@ pub fn analyze(
         .collect();
     diagnosis.incidents = crate::diagnose::finish(reports);
     diagnosis.collect_excerpts();
+    diagnosis.group_repeats();
     Analysis {
         diagnosis,
         errors,
@@ -1236,15 +1403,12 @@ pub fn render_diagnosis(
     format: Format,
     policy: &Policy,
     rules: &RuleSet,
-    color: bool,
+    style: render::human::Style,
     explain: bool,
 ) -> String {
     match format {
         Format::Json => render::json::render(d),
-        Format::Human => {
-            let style = render::human::Style { color, width: 110 };
-            render::human::render(d, &style, explain)
-        }
+        Format::Human => render::human::render(d, &style, explain),
         Format::Markdown => {
             let mut o = render::markdown::Options::new();
             o.policy = policy.clone();
@@ -1307,7 +1471,7 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         );
         return Exit::Error;
     }
-    let Some(rules) = load_rules(args.rules.as_deref(), io) else {
+    let Some(rules) = load_rules(&args.rules, io) else {
         return Exit::Error;
     };
     let Some(inputs) = inputs_or_stdin(
@@ -1327,15 +1491,23 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     let policy = Policy {
         fail_on: args.fail_on.clone(),
     };
-    let color = args.output.is_none() && use_color(args.color, io.stdout_is_tty);
-    let text = render_diagnosis(
-        &diagnosis,
-        args.format,
-        &policy,
-        &rules,
-        color,
-        args.explain,
-    );
+    let to_stdout = args.output.as_deref().is_none_or(|p| p == Path::new("-"));
+    let style = render::human::Style {
+        color: to_stdout && use_color(args.color, io.stdout_is_tty),
+        width: output_width(to_stdout && io.stdout_is_tty),
+    };
+    let text = if args.quiet && args.format == Format::Human {
+        render::human::render_quiet(&diagnosis, &style)
+    } else {
+        render_diagnosis(
+            &diagnosis,
+            args.format,
+            &policy,
+            &rules,
+            style,
+            args.explain,
+        )
+    };
     if args.format == Format::Github {
         if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
             let mut o = render::markdown::Options::new();
@@ -1364,9 +1536,22 @@ fn append(path: &Path, text: &str) -> io::Result<()> {
 }
 
 fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
-    let Some(rules) = load_rules(args.rules.as_deref(), io) else {
+    let Some(rules) = load_rules(&args.rules, io) else {
         return Exit::Error;
     };
+    let mut redact = Vec::new();
+    for p in &args.redact {
+        match regex::Regex::new(p) {
+            Ok(r) => redact.push(r),
+            Err(e) => {
+                let _ = writeln!(
+                    io.stderr,
+                    "error: --redact {p:?} is not a regular expression: {e}"
+                );
+                return Exit::Error;
+            }
+        }
+    }
     let Some(inputs) = inputs_or_stdin(
         &args.inputs,
         io,
@@ -1380,6 +1565,10 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
         stdin_name: args.stdin_name.clone(),
         input_kind: args.input_kind,
         skip_unsupported: true,
+        filter: crate::walk::Filter {
+            include: args.glob.clone(),
+            exclude: args.exclude.clone(),
+        },
         ..DiagnoseOptions::default()
     };
     let stdin = io.stdin.take();
@@ -1412,8 +1601,8 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
         .collect();
     let extras = crate::bundle::gather(d, &sources, &snapshots);
     let text = match args.format {
-        BundleFormat::Markdown => crate::bundle::markdown(d, &extras),
-        BundleFormat::Json => crate::bundle::json(d, &extras),
+        BundleFormat::Markdown => crate::bundle::markdown_with(d, &extras, &redact),
+        BundleFormat::Json => crate::bundle::json_with(d, &extras, &redact),
     };
     let status = if d.errors.is_empty() {
         Exit::Clean
@@ -1432,6 +1621,51 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
         }
     }
     status
+}
+
+/// Text for `oomdoctor explain` with no topic: what can be explained.
+pub fn explain_topics(rules: &RuleSet) -> String {
+    let mut out = String::from(
+        "oomdoctor explain TOPIC: a cause, a rule, a phase, a fact, or `rules` (the rule file format).\n\nCauses:\n",
+    );
+    for c in Cause::ALL {
+        let _ = writeln!(out, "  {:<24} {}", c.id(), c.title());
+    }
+    let _ = writeln!(out, "\nPhases:");
+    for (p, _) in crate::phase::PHASES {
+        let _ = writeln!(out, "  {p}");
+    }
+    let _ = writeln!(
+        out,
+        "\nRules: {} in force (`oomdoctor rules` lists them).\nFacts: {} (`oomdoctor facts` lists them).",
+        rules.rules.len(),
+        crate::catalog::all().count()
+    );
+    out
+}
+
+/// Topics close to an unknown one: those it is a prefix or part of, else those within a
+/// small edit distance. At most five, closest first.
+fn did_you_mean(id: &str, rules: &RuleSet) -> Vec<String> {
+    let id = id.to_ascii_lowercase();
+    let mut topics: Vec<String> = Cause::ALL.iter().map(|c| c.id().to_string()).collect();
+    topics.extend(crate::phase::PHASES.iter().map(|(p, _)| p.to_string()));
+    topics.extend(rules.rules.iter().map(|r| r.id.clone()));
+    topics.extend(crate::catalog::all().map(|f| f.name.to_string()));
+    topics.push("rules".into());
+    let mut close: Vec<(usize, String)> = topics
+        .into_iter()
+        .filter_map(|t| {
+            if id.len() >= 3 && t.contains(&id) {
+                return Some((usize::from(!t.starts_with(&id)), t));
+            }
+            let d = strsim::levenshtein(&id, &t);
+            (d <= (id.len() / 3).max(1)).then_some((2 + d, t))
+        })
+        .collect();
+    close.sort();
+    close.dedup_by(|a, b| a.1 == b.1);
+    close.into_iter().take(5).map(|(_, t)| t).collect()
 }
 
 /// Text for `oomdoctor explain ID`.

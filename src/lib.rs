@@ -30,6 +30,7 @@ pub mod bundle;
 pub mod catalog;
 pub mod cause;
 pub mod cli;
+pub mod config;
 pub mod derive;
 pub mod diagnose;
 pub mod engines;

@@ -20,11 +20,13 @@ pub struct Counts {
     pub ips: usize,
     pub tokens: usize,
     pub emails: usize,
+    /// Matches of the patterns the user added (`--redact`, `redact` in the configuration).
+    pub other: usize,
 }
 
 impl Counts {
     pub fn total(&self) -> usize {
-        self.users + self.hosts + self.ips + self.tokens + self.emails
+        self.users + self.hosts + self.ips + self.tokens + self.emails + self.other
     }
 
     pub fn add(&mut self, o: Counts) {
@@ -33,6 +35,7 @@ impl Counts {
         self.ips += o.ips;
         self.tokens += o.tokens;
         self.emails += o.emails;
+        self.other += o.other;
     }
 }
 
@@ -279,6 +282,24 @@ pub fn redact_counted(text: &str) -> (String, Counts) {
     (s.into_owned(), n)
 }
 
+/// Masks what the user's patterns match as `[REDACTED]`, then the rest as
+/// [`redact_counted`] does.
+pub fn redact_with(text: &str, extra: &[Regex]) -> (String, Counts) {
+    let mut other = 0;
+    let mut s = std::borrow::Cow::Borrowed(text);
+    for re in extra {
+        if let std::borrow::Cow::Owned(o) = re.replace_all(&s, |_: &Captures<'_>| {
+            other += 1;
+            "[REDACTED]"
+        }) {
+            s = std::borrow::Cow::Owned(o);
+        }
+    }
+    let (out, mut n) = redact_counted(&s);
+    n.other = other;
+    (out, n)
+}
+
 /// Masks the text.
 pub fn redact(text: &str) -> String {
     redact_counted(text).0
@@ -286,12 +307,17 @@ pub fn redact(text: &str) -> String {
 
 /// Masks every string in a JSON value (keys are field and fact names, left alone).
 pub fn redact_json(v: &mut serde_json::Value) -> Counts {
+    redact_json_with(v, &[])
+}
+
+/// [`redact_json`] with the user's patterns too (see [`redact_with`]).
+pub fn redact_json_with(v: &mut serde_json::Value, extra: &[Regex]) -> Counts {
     let mut n = Counts::default();
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
             serde_json::Value::String(s) => {
-                let (r, c) = redact_counted(s);
+                let (r, c) = redact_with(s, extra);
                 n.add(c);
                 *s = r;
             }
@@ -436,9 +462,14 @@ mod tests {
                 hosts: 0,
                 ips: 1,
                 tokens: 1,
-                emails: 1
+                emails: 1,
+                other: 0
             }
         );
+        let extra = [regex::Regex::new(r"proj-[a-z]+").unwrap()];
+        let (t, c) = redact_with("run proj-falcon on /home/a/x", &extra);
+        assert_eq!(t, "run [REDACTED] on /home/[USER]/x");
+        assert_eq!((c.other, c.users), (1, 1));
         let mut v =
             serde_json::json!({"input": "/home/eve/crash.log", "n": 3, "list": ["host=box1"]});
         let c = redact_json(&mut v);

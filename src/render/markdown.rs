@@ -140,7 +140,7 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
     if d.inputs.len() > 1 {
         summary(d, top + 1, &mut out);
     }
-    for r in &d.incidents {
+    for r in d.distinct_incidents() {
         incident(d, r, opts, top + 1, &mut out);
     }
     if !d.skipped.is_empty() {
@@ -238,6 +238,14 @@ fn incident(d: &Diagnosis, r: &IncidentReport, opts: &Options, level: usize, out
     let _ = writeln!(out, "| Incident | {} |", r.id);
     let _ = writeln!(out, "| Failure | {} |", escape(&headline(r)));
     let _ = writeln!(out, "| First seen | {} |", code(&location(&r.location)));
+    let repeats = d.repeats_of(r);
+    if !repeats.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Also seen | {} |",
+            escape(&text::also_seen(r, &repeats))
+        );
+    }
     if let Some(ts) = &r.timestamp {
         let _ = writeln!(out, "| Time | {} |", escape(ts));
     }

@@ -75,6 +75,29 @@ fn color_from_args(args: &[OsString]) -> ColorChoice {
     choice
 }
 
+/// Moves `--config FILE` / `--no-config` given before a subcommand (`oomdoctor --no-config
+/// explain x`) to the end: the diagnosis's own options would otherwise take the subcommand
+/// for an input.
+fn hoist_config_args(mut args: Vec<OsString>) -> Vec<OsString> {
+    let mut moved = Vec::new();
+    while let Some(a) = args.get(1).map(|a| a.to_string_lossy().into_owned()) {
+        if a == "--no-config" || a.starts_with("--config=") {
+            moved.push(args.remove(1));
+        } else if a == "--config" && args.len() > 2 {
+            moved.push(args.remove(1));
+            moved.push(args.remove(1));
+        } else {
+            break;
+        }
+    }
+    if moved.is_empty() {
+        return args;
+    }
+    let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.splice(at..at, moved);
+    args
+}
+
 /// Whether messages on stderr (errors, warnings) are coloured.
 fn stderr_color(io: &Io<'_>) -> bool {
     use_color(COLOR_CHOICE.with(|c| c.get()), io.stderr_is_tty)
@@ -86,7 +109,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let args = hoist_config_args(args.into_iter().map(Into::into).collect());
     let choice = color_from_args(&args);
     COLOR_CHOICE.with(|c| c.set(choice));
     let parsed = <Cli as clap::CommandFactory>::command()

@@ -127,7 +127,8 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_pickle_depth: Option<u64>,
 
-    /// When to use colour in human output.
+    /// When to use colour in human output, help and error messages (auto: on a terminal,
+    /// unless NO_COLOR is set).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 }

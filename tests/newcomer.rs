@@ -275,6 +275,10 @@ fn explain_lists_topics_and_suggests_near_names() {
     ] {
         assert!(text.contains(want), "{want}: {text}");
     }
+    // The configuration flags go before or after a subcommand.
+    let out = run_in(root, &["--no-config", "explain", "fragmentation"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("fragmentation — "));
     let out = run_in(root, &["explain", "frag"], &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("did you mean"), "{}", stderr(&out));

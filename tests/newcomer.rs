@@ -393,16 +393,19 @@ struct Example {
     expected: Vec<String>,
 }
 
+/// The ```console (or ~~~console, for output holding ``` fences) blocks of a markdown file.
 fn readme_examples(text: &str) -> Vec<Example> {
     let mut out: Vec<Example> = Vec::new();
-    let mut in_console = false;
+    let mut fence: Option<&str> = None;
     for (i, line) in text.lines().enumerate() {
-        if !in_console {
-            in_console = line.trim_end() == "```console";
+        let Some(f) = fence else {
+            fence = ["```", "~~~"]
+                .into_iter()
+                .find(|f| line.trim_end() == format!("{f}console"));
             continue;
-        }
-        if line.trim_end() == "```" {
-            in_console = false;
+        };
+        if line.trim_end() == f {
+            fence = None;
         } else if let Some(cmd) = line.strip_prefix("$ ") {
             out.push(Example {
                 line: i + 1,
@@ -437,7 +440,7 @@ fn readme_examples_print_what_the_readme_shows() {
     let root = Path::new(ROOT);
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let examples = readme_examples(&readme);
-    assert!(examples.len() >= 3, "README has console examples");
+    assert!(examples.len() >= 4, "README has console examples");
     let d = tmp("readme");
     std::os::unix::fs::symlink(root.join("fixtures"), d.join("fixtures")).unwrap();
     std::fs::copy(root.join(FRAG), d.join("crash.log")).unwrap();

@@ -699,6 +699,16 @@ fn plot_offset(p: &crate::plot::SeriesPlot, time: &str) -> Option<f64> {
     Some((t - start).num_milliseconds() as f64 / 1000.0)
 }
 
+/// A time as the charts print it (`2025-09-08 03:28:47.217`): the facts hold RFC 3339 in
+/// UTC, but most logs and nvidia-smi captures have no zone, and a `Z` would claim one.
+fn show_time(t: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(t) {
+        Ok(dt) if dt.timestamp_subsec_millis() == 0 => dt.format("%Y-%m-%d %H:%M:%S").to_string(),
+        Ok(dt) => dt.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
+        Err(_) => t.to_string(),
+    }
+}
+
 /// How the series was lined up with the incident, in one sentence naming the inputs.
 fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
     let f = &r.facts;
@@ -714,7 +724,8 @@ fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
     if !from_log {
         return match f.str("series.failure_time") {
             Some(t) => format!(
-                "seen only in {series}: the device filled, then its memory was released (last high sample {t})"
+                "seen only in {series}: the device filled, then its memory was released (last high sample {})",
+                show_time(t)
             ),
             None => format!("seen only in {series}"),
         };
@@ -734,7 +745,8 @@ fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
                 .display("series.failure_gap_seconds")
                 .map_or(String::new(), |g| format!(", {g} after its last sample"));
             format!(
-                "lined up by time: the failure at {t} ({}) falls in {series}{gap}",
+                "lined up by time: the failure at {} ({}) falls in {series}{gap}",
+                show_time(t),
                 at("series.failure_time")
             )
         }

@@ -5,13 +5,13 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
 const SNAPSHOT: &str = "fixtures/snapshots/fragmentation_oom.pickle";
-const SIDECAR: &str = "fixtures/sidecar/oom-20251125-151500.pickle.json";
+const SIDECAR: &str = "fixtures/sidecar/oom-20261125-153809.pickle.json";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A fresh directory holding `oom-20251125-151500.pickle` (a copy of the generated snapshot)
+/// A fresh directory holding `oom-20261125-153809.pickle` (a copy of the generated snapshot)
 /// and, when given, a sidecar named `sidecar_name` with `sidecar` as its content.
 fn dump_dir(tag: &str, sidecar_name: &str, sidecar: Option<&[u8]>) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("oomdoctor-sidecar-{tag}-{}", std::process::id()));
@@ -19,7 +19,7 @@ fn dump_dir(tag: &str, sidecar_name: &str, sidecar: Option<&[u8]>) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(
         root().join(SNAPSHOT),
-        dir.join("oom-20251125-151500.pickle"),
+        dir.join("oom-20261125-153809.pickle"),
     )
     .unwrap();
     if let Some(s) = sidecar {
@@ -30,7 +30,7 @@ fn dump_dir(tag: &str, sidecar_name: &str, sidecar: Option<&[u8]>) -> PathBuf {
 
 fn diagnose(dir: &Path) -> (Option<i32>, serde_json::Value) {
     let out = Command::new(BIN)
-        .arg(dir.join("oom-20251125-151500.pickle"))
+        .arg(dir.join("oom-20261125-153809.pickle"))
         .args(["--format", "json"])
         .env("NO_COLOR", "1")
         .output()
@@ -52,7 +52,7 @@ fn fact<'a>(d: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
 #[test]
 fn sidecar_facts_join_the_snapshot_incident() {
     let sidecar = std::fs::read(root().join(SIDECAR)).unwrap();
-    let dir = dump_dir("full", "oom-20251125-151500.pickle.json", Some(&sidecar));
+    let dir = dump_dir("full", "oom-20261125-153809.pickle.json", Some(&sidecar));
     let (code, d) = diagnose(&dir);
     assert_eq!(code, Some(1));
     let expected: serde_json::Value = serde_json::from_slice(&sidecar).unwrap();
@@ -77,7 +77,7 @@ fn sidecar_facts_join_the_snapshot_incident() {
         src["input"]
             .as_str()
             .unwrap()
-            .ends_with("oom-20251125-151500.pickle.json"),
+            .ends_with("oom-20261125-153809.pickle.json"),
         "{src}"
     );
     assert_eq!(src["locator"], "device/total_memory_bytes");
@@ -89,7 +89,7 @@ fn sidecar_facts_join_the_snapshot_incident() {
 #[test]
 fn the_oomdoctor_json_name_is_found_too() {
     let sidecar = std::fs::read(root().join(SIDECAR)).unwrap();
-    let dir = dump_dir("alt", "oom-20251125-151500.oomdoctor.json", Some(&sidecar));
+    let dir = dump_dir("alt", "oom-20261125-153809.oomdoctor.json", Some(&sidecar));
     let (_, d) = diagnose(&dir);
     assert_eq!(fact(&d, "runtime.device_name"), "NVIDIA A10G");
     let _ = std::fs::remove_dir_all(&dir);
@@ -110,7 +110,7 @@ fn without_a_sidecar_the_version_is_inferred_from_the_format() {
 fn a_broken_sidecar_is_a_fact_not_an_error() {
     let dir = dump_dir(
         "broken",
-        "oom-20251125-151500.pickle.json",
+        "oom-20261125-153809.pickle.json",
         Some(b"{\"oomdoctor_sid"),
     );
     let (code, d) = diagnose(&dir);

@@ -10,12 +10,16 @@ from ._find import find_oomdoctor_bin
 
 __all__ = ["find_oomdoctor_bin", "__version__"]
 
-try:  # the installed distribution's version (the crate's, via maturin)
-    from importlib.metadata import PackageNotFoundError, version as _version
 
+def __getattr__(name):
+    # The version is looked up on first use: importlib.metadata is slow to import.
+    if name != "__version__":
+        raise AttributeError(name)
     try:
-        __version__ = _version("oomdoctor")
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover - Python < 3.8
+        return "0.0.0+unknown"
+    try:
+        return version("oomdoctor")  # the installed distribution's (the crate's, via maturin)
     except PackageNotFoundError:  # running from a source checkout
-        __version__ = "0.0.0+source"
-except ImportError:  # pragma: no cover - Python < 3.8
-    __version__ = "0.0.0+unknown"
+        return "0.0.0+source"

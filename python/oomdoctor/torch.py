@@ -25,15 +25,13 @@ imported. PyTorch's private APIs differ between 2.0 and 2.11+; each is looked up
 and a missing one is a one-line message on stderr, never an exception in your training.
 """
 
-import atexit
-import json
 import os
-import pickle
-import platform
-import subprocess
 import sys
 import threading
 import time
+
+# json, pickle, platform, subprocess and atexit are imported when first needed: importing
+# this module must cost nothing measurable while watching is off.
 
 __all__ = [
     "watch",
@@ -174,6 +172,8 @@ def _write_snapshot(torch, path):
     snap_fn = getattr(mem, "_snapshot", None)
     if snap_fn is None:
         raise RuntimeError("torch.cuda.memory._snapshot is missing in torch %s" % torch.__version__)
+    import pickle
+
     with open(path, "wb") as f:  # 2.0: what _dump_snapshot later did
         pickle.dump(snap_fn(), f)
 
@@ -217,6 +217,8 @@ def _device_facts(torch, device):
 
 
 def _sidecar(torch, w, snapshot_path, oom):
+    import platform
+
     version = getattr(torch, "version", None)
     data = {
         "oomdoctor_sidecar": SIDECAR_VERSION,
@@ -286,6 +288,8 @@ def _dump(w, oom):
     """Writes snapshot and sidecar; returns the snapshot's path or None."""
     if len(w.dumps) >= w.max_dumps:
         return None
+    import json
+
     torch = _torch()
     os.makedirs(w.out_dir, exist_ok=True)
     path = _dump_path(w.out_dir)
@@ -364,6 +368,8 @@ def _at_exit():
     """Runs the diagnosis of every dump when the process exits (traceback first, then this)."""
     if not _to_diagnose:
         return
+    import subprocess
+
     from ._find import find_oomdoctor_bin
 
     exe = find_oomdoctor_bin(required=False)
@@ -449,6 +455,8 @@ def watch(
         _previous_excepthook = sys.excepthook
         sys.excepthook = _excepthook
         if not _atexit_registered:
+            import atexit
+
             atexit.register(_at_exit)
             _atexit_registered = True
         _state = w

@@ -6,9 +6,14 @@ package finds it (``python -m oomdoctor ...``) and holds the PyTorch hook
 (``oomdoctor.hf``, ``oomdoctor.lightning``). Importing it imports nothing heavy.
 """
 
-from ._find import find_oomdoctor_bin
-
 __all__ = ["find_oomdoctor_bin", "__version__"]
+
+
+def find_oomdoctor_bin(required=True):
+    """The path of the ``oomdoctor`` binary (see ``oomdoctor._find``)."""
+    from ._find import find_oomdoctor_bin as find  # sysconfig/shutil: only when needed
+
+    return find(required)
 
 
 def __getattr__(name):

@@ -27,11 +27,10 @@ and a missing one is a one-line message on stderr, never an exception in your tr
 
 import os
 import sys
-import threading
 import time
 
-# json, pickle, platform, subprocess and atexit are imported when first needed: importing
-# this module must cost nothing measurable while watching is off.
+# threading, json, pickle, platform, subprocess and atexit are imported when first needed:
+# importing this module must cost nothing measurable while watching is off.
 
 __all__ = [
     "watch",
@@ -49,11 +48,20 @@ SIDECAR_VERSION = 1
 DEFAULT_MAX_ENTRIES = 100_000
 _ENV = "OOMDOCTOR_WATCH"
 
-_lock = threading.RLock()
+_lock = None  # a threading.RLock, made by the first watch()/unwatch()
 _state = None  # a _Watch while watching, else None
 _observer_attached = False  # PyTorch offers no way to detach one: it checks _state instead
 _atexit_registered = False
 _to_diagnose = []  # dumps to diagnose at exit
+
+
+def _the_lock():
+    global _lock
+    if _lock is None:
+        import threading
+
+        _lock = threading.RLock()
+    return _lock
 
 
 def _say(msg):
@@ -419,7 +427,7 @@ def watch(
     when there is nothing to watch (no CUDA) or an API is missing; the reason is printed.
     """
     global _state, _previous_excepthook, _atexit_registered
-    with _lock:
+    with _the_lock():
         if _state is not None:
             register(model=model, batch_shape=batch_shape, seq_len=seq_len)
             return True
@@ -467,7 +475,7 @@ def watch(
 def unwatch():
     """Stops watching: history recording off, observer inert, excepthook restored."""
     global _state, _previous_excepthook
-    with _lock:
+    with _the_lock():
         w = _state
         if w is None:
             return

@@ -423,8 +423,10 @@ def watch(
     max_dumps: how many OOMs to dump (a job that catches OOMs and retries smaller would
         otherwise write one snapshot per try).
 
-    Returns True when watching (also when already watching: the arguments update it), False
-    when there is nothing to watch (no CUDA) or an API is missing; the reason is printed.
+    Returns True when watching (also when already watching: model, batch_shape and seq_len
+    then update it; the other arguments keep their first values); False when there is
+    nothing to watch (no torch, no CUDA), with the reason printed. A missing or failing
+    private API is printed too, and watching goes on with what remains.
     """
     global _state, _previous_excepthook, _atexit_registered
     with _the_lock():

@@ -121,3 +121,21 @@ fn a_broken_sidecar_is_a_fact_not_an_error() {
     assert_eq!(d["incidents"][0]["cause"], "fragmentation");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_directory_of_dumps_reads_each_snapshot_with_its_sidecar() {
+    // `oomdoctor oom/` (the GitHub Action's `paths: oom/`): the walk hands the snapshot its
+    // path, so its sidecar is found; the sidecar itself is read as an input without incidents.
+    let sidecar = std::fs::read(root().join(SIDECAR)).unwrap();
+    let dir = dump_dir("walk", "oom-20261125-153809.pickle.json", Some(&sidecar));
+    let out = Command::new(BIN)
+        .arg(&dir)
+        .args(["--format", "json"])
+        .output()
+        .expect("run oomdoctor");
+    assert_eq!(out.status.code(), Some(1));
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["incidents"].as_array().unwrap().len(), 1);
+    assert_eq!(fact(&d, "runtime.device_name"), "NVIDIA A10G");
+    let _ = std::fs::remove_dir_all(&dir);
+}

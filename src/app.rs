@@ -1067,7 +1067,13 @@ fn analyze_opened(
                 .map_err(|e| (e, InputKind::Model))
         }
         InputKind::Snapshot => {
-            snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))
+            let mut out =
+                snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))?;
+            // The hook's sidecar (run facts the pickle cannot hold) lies beside the file.
+            if let (Some(p), Some(snap)) = (path, out.snapshot.as_mut()) {
+                snap.attach_sidecar(std::path::Path::new(p));
+            }
+            Ok(out)
         }
         InputKind::Series => series_input(opened).map_err(|e| (e, InputKind::Series)),
         InputKind::Log => {

@@ -47,6 +47,7 @@ pub mod redact;
 pub mod render;
 pub mod report;
 pub mod rules;
+pub mod sidecar;
 pub mod snapshot;
 pub mod timeseries;
 pub mod units;

@@ -108,6 +108,10 @@ pub struct SnapshotAnalysis {
     pub frames: FrameSummary,
     /// Oddities that did not stop the analysis.
     pub anomalies: Anomalies,
+    /// Facts from the hook's sidecar beside the file (`crate::sidecar`), read from the live
+    /// process: they replace what the snapshot's structure only suggests (`torch.version`).
+    #[serde(skip)]
+    pub sidecar: Option<Facts>,
     #[serde(skip)]
     input_name: InputName,
 }
@@ -213,6 +217,7 @@ pub fn analyze_snapshot(snap: &Snapshot, input: &InputName) -> SnapshotAnalysis 
             distinct_frame_lists: snap.frames.list_count() as u64,
         },
         anomalies: snap.anomalies.clone(),
+        sidecar: None,
         input_name: input.clone(),
     }
 }
@@ -254,8 +259,22 @@ impl SnapshotAnalysis {
                 // An empty snapshot: still say what it is.
                 let mut f = Facts::new();
                 self.file_facts(&mut f);
+                self.sidecar_facts(&mut f);
                 f
             }
+        }
+    }
+
+    /// Reads the hook's sidecar beside the snapshot file, if any (`crate::sidecar`). A
+    /// sidecar that cannot be used is a fact saying why, not an error.
+    pub fn attach_sidecar(&mut self, path: &std::path::Path) {
+        self.sidecar = crate::sidecar::find(path);
+    }
+
+    /// The sidecar's facts win: they were read from the live process, not inferred.
+    fn sidecar_facts(&self, f: &mut Facts) {
+        if let Some(s) = &self.sidecar {
+            f.merge(s, true);
         }
     }
 
@@ -331,8 +350,15 @@ impl SnapshotAnalysis {
         }
     }
 
-    /// Facts for one device (see [`FACTS`]).
+    /// Facts for one device (see [`FACTS`]), with the sidecar's.
     pub fn facts_for_device(&self, device: u32) -> Facts {
+        let mut f = self.snapshot_facts_for_device(device);
+        self.sidecar_facts(&mut f);
+        f
+    }
+
+    /// Facts for one device from the snapshot itself.
+    fn snapshot_facts_for_device(&self, device: u32) -> Facts {
         let mut f = Facts::new();
         self.file_facts(&mut f);
         let Some(d) = self.device(device) else {

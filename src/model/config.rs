@@ -165,11 +165,9 @@ impl Cfg<'_> {
     }
 
     fn bad(&self, key: &str, v: &Value, expected: &str) -> ConfigError {
-        let mut value = v.to_string();
-        if value.len() > 60 {
-            value.truncate(60);
-            value.push('…');
-        }
+        // Cut at a character boundary: the value is the stranger's text, and a multi-byte
+        // character across byte 60 made `String::truncate` panic.
+        let value = crate::render::text::clip(&v.to_string(), 60);
         ConfigError::BadValue {
             input: self.input.to_string(),
             key: key.to_string(),
@@ -1172,6 +1170,24 @@ fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_value_with_multibyte_characters_is_cut_at_a_character_boundary() {
+        // Found by the `model_config` fuzz target: a bad value whose quoted form has a
+        // multi-byte character across byte 60 panicked in `String::truncate`. Every offset
+        // of the character around the cut is tried.
+        for pad in 50..64 {
+            for ch in ["é", "€", "😀"] {
+                let value = format!("{}{}", "x".repeat(pad), ch.repeat(8));
+                let cfg = format!(
+                    r#"{{"num_hidden_layers": "{value}", "hidden_size": 1, "num_attention_heads": 1}}"#
+                );
+                let e = parse_config(&cfg, "c.json").unwrap_err();
+                assert!(matches!(e, ConfigError::BadValue { .. }), "{e}");
+                assert!(e.to_string().contains('…'), "{e}");
+            }
+        }
+    }
 
     #[test]
     fn gpt2_parameter_count_is_exact() {

@@ -422,12 +422,26 @@ fn model_input(path: &std::path::Path) -> Result<InputOutcome, InputError> {
     Ok(out)
 }
 
+/// Held while a snapshot is read and analysed. Inputs are read several at a time, and a
+/// snapshot is held whole (up to `--max-pickle-bytes`, then its arena): a directory of four
+/// large snapshots read at once took four times the memory of one. Logs stream in constant
+/// memory and keep reading in parallel; snapshots take turns.
+static SNAPSHOT_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// First decompressed size at which a gzip snapshot's prefix is checked, then at every
+/// doubling.
+const FIRST_PROBE_BYTES: usize = 1 << 20;
+
 /// Reads a snapshot pickle whole (within the size limit) and analyses it.
 fn snapshot_input(
     opened: input::Opened,
     size_hint: Option<u64>,
     opts: &DiagnoseOptions,
 ) -> Result<InputOutcome, InputError> {
+    // A poisoned lock only means another snapshot's reader panicked; the turn is still ours.
+    let _turn = SNAPSHOT_TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let name = opened.input_name();
     let limit = opts.pickle_limits.max_input_bytes;
     if let Some(size) = size_hint.filter(|s| *s > limit) {
@@ -458,6 +472,12 @@ fn snapshot_input(
     });
     let mut bytes = Vec::with_capacity(size_hint.unwrap_or(0).min(limit) as usize);
     let mut chunk = vec![0u8; 1 << 20];
+    // A small gzip file can expand to gigabytes (a PROTO header, then 4 GB of zeros).
+    // Its size on disk says nothing, so the decompressed prefix is parsed at 1 MiB and at
+    // every doubling: a prefix that is already not a pickle (anything but running out of
+    // bytes) stops the read there, with at most twice the good prefix buffered. The
+    // doubling keeps the extra parsing under the cost of one more parse.
+    let mut next_probe = opened.compressed.then_some(FIRST_PROBE_BYTES);
     loop {
         let n = match reader.read(&mut chunk) {
             Ok(0) => break,
@@ -473,6 +493,20 @@ fn snapshot_input(
             }
         };
         bytes.extend_from_slice(&chunk[..n]);
+        if let Some(at) = next_probe.filter(|at| bytes.len() >= *at) {
+            match crate::pickle::Pickle::parse(&bytes, &opts.pickle_limits) {
+                Err(crate::pickle::PickleError::Truncated { .. }) | Ok(_) => {}
+                Err(source) => {
+                    return Err(InputError::Snapshot(Box::new(
+                        crate::snapshot::SnapshotError::Pickle {
+                            input: name.to_string(),
+                            source,
+                        },
+                    )));
+                }
+            }
+            next_probe = Some(at.saturating_mul(2));
+        }
         if bytes.len() as u64 > limit {
             return Err(InputError::TooLarge {
                 input: name.to_string(),

@@ -297,3 +297,47 @@ fn endless_and_special_files_are_refused_not_read() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A gzip snapshot that is a pickle header and then gigabytes of zeros: the read stops at
+/// the first bad opcode instead of buffering everything first. Run under a 1.5 GB address
+/// space limit, buffering the 3 GiB it decompresses to would abort instead of exiting 2.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_gzip_bomb_snapshot_stops_at_the_first_bad_byte() {
+    let dir = tmp("bomb");
+    let zeros = vec![0u8; 64 << 20];
+    let mut first = vec![0x80, 0x04];
+    first.extend_from_slice(&zeros);
+    // Members of a gzip stream are read one after another: 48 copies of one 64 MiB member
+    // make 3 GiB without compressing 3 GiB here.
+    let mut bomb = gzip(&first);
+    let member = gzip(&zeros);
+    for _ in 0..47 {
+        bomb.extend_from_slice(&member);
+    }
+    assert!(bomb.len() < 8 << 20, "{}", bomb.len());
+    let p = dir.join("snapshot.pickle.gz");
+    std::fs::write(&p, &bomb).unwrap();
+    let script = format!("ulimit -v 1500000 && exec \"{BIN}\" \"$1\"");
+    let mut child = Command::new("sh")
+        .args(["-c", &script, "sh"])
+        .arg(&p)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("the bomb was read for a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("byte 2"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -495,7 +495,13 @@ fn snapshot_input(
         bytes.extend_from_slice(&chunk[..n]);
         if let Some(at) = next_probe.filter(|at| bytes.len() >= *at) {
             match crate::pickle::Pickle::parse(&bytes, &opts.pickle_limits) {
-                Err(crate::pickle::PickleError::Truncated { .. }) | Ok(_) => {}
+                Err(crate::pickle::PickleError::Truncated { .. }) => {}
+                // A whole pickle already, and more bytes coming: stop now rather than
+                // buffer what follows it.
+                Ok(p) => {
+                    crate::snapshot::check_whole(&p, &name)
+                        .map_err(|e| InputError::Snapshot(Box::new(e)))?;
+                }
                 Err(source) => {
                     return Err(InputError::Snapshot(Box::new(
                         crate::snapshot::SnapshotError::Pickle {
@@ -989,6 +995,26 @@ enum Item {
     File { path: String, from_dir: bool },
 }
 
+/// What a binary input looks like, for the message refusing it, and what to do instead.
+fn binary_kind(head: &[u8]) -> (String, &'static str) {
+    if head.starts_with(b"PK\x03\x04") {
+        (
+            "a zip archive (`torch.save` writes checkpoints as zip archives)".into(),
+            "a memory snapshot is the pickle `torch.cuda.memory._dump_snapshot` writes, not a `torch.save` file",
+        )
+    } else if head.starts_with(&[0x1f, 0x8b]) {
+        (
+            "gzip data inside gzip".into(),
+            "decompress it once (`gunzip -c file.gz > file.gz.inner`) and pass the result",
+        )
+    } else {
+        (
+            "binary data".into(),
+            "pass --input-kind log to read it as a log anyway",
+        )
+    }
+}
+
 /// What reading one item gave.
 enum Read1 {
     Done(Box<InputOutcome>, InputKind),
@@ -1133,18 +1159,24 @@ fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) 
     // Binary data named directly (or piped in) is still scanned: a log with junk around an
     // OOM is still a log. But when it holds no incident, "no incident found in 730 lines"
     // would be a false success about a file that is no log at all.
-    let binary = opened.kind == InputKind::Log
+    let binary = (opened.kind == InputKind::Log
         && opts.input_kind.is_none()
-        && crate::walk::looks_binary(&opened.head);
+        && crate::walk::looks_binary(&opened.head))
+    .then(|| binary_kind(&opened.head));
     match analyze_opened(opened, path, opts) {
-        Ok(o) if binary && o.incidents.is_empty() => Read1::Failed(
-            InputError::Unsupported {
-                input: o.report.name.clone(),
-                message: "binary data, not a log, snapshot, series or model, and no out-of-memory message in it".into(),
-                help: Some("pass --input-kind log to read it as a log anyway".into()),
-            },
-            Some(InputKind::Log),
-        ),
+        Ok(o) if binary.is_some() && o.incidents.is_empty() => {
+            let (what, help) = binary.unwrap_or_default();
+            Read1::Failed(
+                InputError::Unsupported {
+                    input: o.report.name.clone(),
+                    message: format!(
+                        "{what}, not a log, snapshot, series or model, and no out-of-memory message in it"
+                    ),
+                    help: Some(help.into()),
+                },
+                Some(InputKind::Log),
+            )
+        }
         Ok(o) => {
             let kind = match o.report.kind {
                 "log" => InputKind::Log,

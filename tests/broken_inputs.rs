@@ -341,3 +341,50 @@ fn a_gzip_bomb_snapshot_stops_at_the_first_bad_byte() {
     assert!(err.contains("byte 2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Files that are pickles or archives but not one memory snapshot say what they are and
+/// exit 2, instead of "no incident" (exit 0) or a misleading parse error.
+#[test]
+fn pickles_and_archives_that_are_not_a_snapshot_say_what_they_are() {
+    let dir = tmp("notsnap");
+    // PROTO 4, an empty dict, STOP: a complete pickle.
+    let one: &[u8] = b"\x80\x04}.";
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "trailing.pickle",
+            [one, b"garbage"].concat(),
+            "follow the end of the pickle",
+        ),
+        (
+            "two.pickle",
+            [one, one].concat(),
+            "follow the end of the pickle",
+        ),
+        ("leftover.pickle", b"\x80\x04}}.".to_vec(), "on its stack"),
+        (
+            "model.pt",
+            [
+                &b"PK\x03\x04\x14\x00\x00\x00\x00\x00"[..],
+                &[0u8; 64],
+                b"archive/data.pkl",
+            ]
+            .concat(),
+            "zip archive",
+        ),
+        (
+            "double.pickle.gz",
+            gzip(&gzip(one)),
+            "gzip data inside gzip",
+        ),
+    ];
+    for (name, data, says) in cases {
+        let p = dir.join(name);
+        std::fs::write(&p, &data).unwrap();
+        let out = run(&[p.as_os_str()]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains(says), "{name}: {err}");
+        assert!(!text(&out.stdout).contains("no out-of-memory incident found"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

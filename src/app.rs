@@ -228,7 +228,8 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
                 None => {
                     let _ = writeln!(
                         io.stderr,
-                        "error: `{id}` is not a cause, rule, phase or fact\n  causes: {}\n  try `oomdoctor rules` or `oomdoctor facts`",
+                        "error: `{}` is not a cause, rule, phase or fact\n  causes: {}\n  try `oomdoctor rules` or `oomdoctor facts`",
+                        render::terminal::visible(&id),
                         Cause::ALL
                             .iter()
                             .map(|c| c.id())
@@ -1491,7 +1492,11 @@ fn deliver(io: &mut Io<'_>, output: Option<&Path>, text: &str, sink: Sink, statu
             match std::fs::write(p, render::terminal::guard(text, sink).as_bytes()) {
                 Ok(()) => status,
                 Err(e) => {
-                    let _ = writeln!(io.stderr, "error: cannot write {}: {e}", p.display());
+                    let _ = writeln!(
+                        io.stderr,
+                        "error: cannot write {}: {e}",
+                        render::terminal::visible(&p.display().to_string())
+                    );
                     Exit::Error
                 }
             }
@@ -1643,7 +1648,7 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
                 let _ = writeln!(
                     io.stderr,
                     "warning: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
-                    Path::new(&path).display()
+                    render::terminal::visible(&Path::new(&path).display().to_string())
                 );
             }
         }
@@ -1733,7 +1738,7 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
             let _ = writeln!(
                 io.stderr,
                 "oomdoctor: wrote {} ({}); read it before you post it",
-                p.display(),
+                render::terminal::visible(&p.display().to_string()),
                 crate::render::text::count(d.incidents.len(), "incident")
             );
         }

@@ -543,11 +543,30 @@ fn snapshot_input(
         lines: None,
         compressed: opened.compressed,
         incidents: usize::from(analysis.oom_device().is_some()),
-        warnings: Vec::new(),
+        warnings: anomaly_warnings(&analysis.anomalies),
     });
     out.snapshots = crate::plot::SnapshotPlot::from_analysis(&analysis);
     out.snapshot = Some(analysis);
     Ok(out)
+}
+
+/// Values a snapshot holds that the analysis could not use (a block of 2^70 bytes, a
+/// negative size): they were left out, and the user is told where, not shown "0 bytes".
+fn anomaly_warnings(a: &crate::snapshot::Anomalies) -> Vec<String> {
+    if a.count == 0 {
+        return Vec::new();
+    }
+    let shown = a.examples.len().min(3);
+    let more = if a.count as usize > shown {
+        format!(" and {} more", a.count as usize - shown)
+    } else {
+        String::new()
+    };
+    vec![format!(
+        "{} value(s) could not be used and were left out: {}{more}",
+        a.count,
+        a.examples[..shown].join("; ")
+    )]
 }
 
 /// The phase a snapshot's OOM suggests, from what the failing allocation was for.

@@ -444,6 +444,16 @@ fn snapshot_input(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let name = opened.input_name();
+    // Forced with --input-kind snapshot, a `torch.save` archive would fail on its first
+    // byte with an opcode error that says nothing useful.
+    if opened.head.starts_with(b"PK\x03\x04") {
+        let (what, help) = binary_kind(&opened.head);
+        return Err(InputError::Unsupported {
+            input: name.to_string(),
+            message: format!("{what}, not a memory snapshot pickle"),
+            help: Some(help.into()),
+        });
+    }
     let limit = opts.pickle_limits.max_input_bytes;
     if let Some(size) = size_hint.filter(|s| *s > limit) {
         return Err(InputError::TooLarge {
@@ -661,6 +671,23 @@ fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
     let reader = io::BufReader::with_capacity(1 << 20, opened.reader);
     let set = crate::timeseries::read(reader, &name, format)
         .map_err(|e| InputError::Series(Box::new(e)))?;
+    // A few unreadable rows are skipped, not fatal; the user is still told how many and
+    // where the first one is, whether or not an incident quotes the count.
+    let warnings = set
+        .inputs
+        .iter()
+        .filter(|i| i.skipped > 0)
+        .map(|i| {
+            let at = i
+                .first_skipped_line
+                .map(|l| format!(" (the first at line {l})"))
+                .unwrap_or_default();
+            format!(
+                "{} of {} rows could not be read and were skipped{at}",
+                i.skipped, i.rows
+            )
+        })
+        .collect();
     let mut out = InputOutcome::new(InputReport {
         name: name.to_string(),
         kind: "series",
@@ -669,7 +696,7 @@ fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
         compressed,
         // Counted once the run's series are analysed together.
         incidents: 0,
-        warnings: Vec::new(),
+        warnings,
     });
     out.series_set = Some(set);
     Ok(out)

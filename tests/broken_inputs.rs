@@ -386,5 +386,45 @@ fn pickles_and_archives_that_are_not_a_snapshot_say_what_they_are() {
         assert!(err.contains(says), "{name}: {err}");
         assert!(!text(&out.stdout).contains("no out-of-memory incident found"));
     }
+    // A zip forced as a snapshot says it is a zip, not an opcode error.
+    let out = run(&[
+        dir.join("model.pt").as_os_str(),
+        os("--input-kind"),
+        os("snapshot"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("zip archive"),
+        "{}",
+        text(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rows of a series that cannot be read are counted and placed, not dropped in silence.
+#[test]
+fn skipped_series_rows_are_counted() {
+    let dir = tmp("rows");
+    let mut csv = String::from("timestamp, index, memory.used [MiB], memory.total [MiB]\n");
+    for i in 0..40 {
+        if i == 7 || i == 20 {
+            csv.push_str("garbage, row, here, !\n");
+        } else {
+            csv.push_str(&format!(
+                "2026/05/02 08:00:{:02}.000, 0, {} MiB, 81559 MiB\n",
+                i,
+                1000 + i * 10
+            ));
+        }
+    }
+    let p = dir.join("gpu.csv");
+    std::fs::write(&p, csv).unwrap();
+    let out = run(&[p.as_os_str(), os("--format"), os("json")]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", text(&out.stderr)));
+    assert_eq!(v["inputs"][0]["kind"], "series", "{v:#}");
+    let w = v["inputs"][0]["warnings"][0].as_str().unwrap_or_default();
+    assert!(w.starts_with("2 of 40 rows could not be read"), "{v:#}");
+    assert!(w.contains("line 9"), "{w}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -159,3 +159,83 @@ fn error_messages_on_stderr_are_clean() {
     assert_clean("stdout", &String::from_utf8_lossy(&out.stdout), false);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Generated hostile logs (control characters, C1 forms, broken escape sequences around
+/// real OOM anchors, a hostile input name) through the whole path and the three text
+/// renderers, in process: nothing but newline, tab and (coloured) SGR codes comes out.
+/// The fuzz target `render_hostile` runs the same check on arbitrary bytes.
+#[test]
+fn generated_hostile_logs_never_leak_a_control_character() {
+    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
+    let pieces: &[&str] = &[
+        "\x1b",
+        "\x1b[",
+        "\x1b]",
+        "]0;",
+        "\x07",
+        "\x08",
+        "\r",
+        "\u{9b}",
+        "\u{9d}",
+        "\u{9c}",
+        "\x7f",
+        "\x00",
+        "2J",
+        "52;c;",
+        "m",
+        ";",
+        "[",
+        " ",
+        "\t",
+        "\u{202e}",
+        "##[error]",
+        "::",
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. ",
+        "Out of memory: Killed process 4242 (",
+        ") total-vm:120123456kB, anon-rss:31000000kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:61440kB oom_score_adj:0",
+    ];
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut incidents = 0;
+    for round in 0..40 {
+        let mut log = String::new();
+        for _ in 0..60 {
+            for _ in 0..(next() % 12) {
+                log.push_str(pieces[(next() % pieces.len() as u64) as usize]);
+            }
+            log.push('\n');
+        }
+        let name: std::sync::Arc<str> =
+            std::sync::Arc::from(format!("r{round}\x1b]0;t\x07\u{9b}.log"));
+        let (evidence, _) = oomdoctor::incident::analyze_log(&mut log.as_bytes(), &name).unwrap();
+        let mut d = oomdoctor::report::Diagnosis::new();
+        d.incidents = oomdoctor::diagnose::finish(
+            evidence
+                .incidents
+                .iter()
+                .map(|i| oomdoctor::diagnose::diagnose(i, &rules))
+                .collect(),
+        );
+        d.collect_excerpts();
+        incidents += d.incidents.len();
+        for color in [false, true] {
+            let style = oomdoctor::render::human::Style { color, width: 80 };
+            let out = oomdoctor::render::human::render(&d, &style, true);
+            assert_clean(&format!("round {round} human {color}"), &out, color);
+        }
+        let md =
+            oomdoctor::render::markdown::render(&d, &oomdoctor::render::markdown::Options::new());
+        assert_clean(&format!("round {round} markdown"), &md, false);
+        let gh = oomdoctor::render::github::render(&d, &oomdoctor::render::Policy::default());
+        assert_clean(&format!("round {round} github"), &gh, false);
+    }
+    assert!(
+        incidents > 20,
+        "the generated logs must reach the renderers: {incidents}"
+    );
+}

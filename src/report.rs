@@ -99,6 +99,10 @@ pub struct InputReport {
     pub lines: Option<u64>,
     pub compressed: bool,
     pub incidents: usize,
+    /// What the reader had to work around (a gzip log cut before its end); the input was
+    /// still diagnosed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An input that could not be read.

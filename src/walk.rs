@@ -205,6 +205,23 @@ pub fn looks_binary(head: &[u8]) -> bool {
     control * 10 > sample.len()
 }
 
+/// Whether a file's first bytes are a report oomdoctor wrote (any `--format`, or a
+/// bundle). A report saved into the directory it diagnosed quotes the log lines it found;
+/// read again on the next run, it would add each incident once more (1, 2, 4, ...).
+pub fn is_own_report(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+    let first = text.lines().next().unwrap_or("");
+    let heading = first.trim_start_matches('#').trim_start();
+    (first.starts_with("oomdoctor: ") && first.contains(" incident"))
+        || first.starts_with("✓ no out-of-memory incident found in ")
+        || (first.starts_with('#') && heading.starts_with("oomdoctor"))
+        || (first.starts_with("::") && text.contains("title=oomdoctor"))
+        || (first.starts_with('{')
+            && (text.contains("\"name\": \"oomdoctor\"") || text.contains("sarif-schema")))
+        || text.contains("<testsuites name=\"oomdoctor\"")
+        || text.contains("<meta name=\"generator\" content=\"oomdoctor")
+}
+
 /// Threads used for reading inputs: the machine's parallelism, at most 8.
 pub fn threads() -> usize {
     std::thread::available_parallelism()

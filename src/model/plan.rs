@@ -234,6 +234,15 @@ pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
             }),
         };
     }
+    // A device (`/dev/zero`), FIFO or socket has no end to read to, and opening a FIFO
+    // blocks until something writes to it: only regular files are models.
+    if !meta.is_file() {
+        return Err(PlanError::Model {
+            path: display,
+            problem: "not a regular file (a device, FIFO or socket); nothing was read".to_string(),
+            help: "--model takes a config.json or a .gguf file".to_string(),
+        });
+    }
     let mut file = std::fs::File::open(path).map_err(io)?;
     let mut magic = [0u8; 4];
     let n = file.read(&mut magic).map_err(io)?;
@@ -260,18 +269,36 @@ pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
                 .to_string(),
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => PlanError::Model {
-            path: display.clone(),
-            problem: "neither a GGUF file nor UTF-8 JSON".to_string(),
+    // Bounded even if the file grows after the size check.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(config::MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > config::MAX_CONFIG_BYTES {
+        return Err(PlanError::Model {
+            path: display,
+            problem: format!(
+                "more than {} bytes is too large for a config.json",
+                config::MAX_CONFIG_BYTES
+            ),
             help: "--model takes a config.json or a .gguf (safetensors weights are not read)"
                 .to_string(),
-        },
-        _ => PlanError::Io {
-            path: display.clone(),
-            source: e,
-        },
-    })?;
+        });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => PlanError::Model {
+                path: display.clone(),
+                problem: "neither a GGUF file nor UTF-8 JSON".to_string(),
+                help: "--model takes a config.json or a .gguf (safetensors weights are not read)"
+                    .to_string(),
+            },
+            _ => PlanError::Io {
+                path: display.clone(),
+                source: e,
+            },
+        })?;
     let g = config::parse_config(&text, &display)?;
     let model_ref = model_ref(path, g.name.as_deref(), &display);
     Ok(LoadedModel {

@@ -426,6 +426,9 @@ fn fmt_weight(w: f64) -> String {
 
 /// Renders a whole diagnosis.
 pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
+    // Input text reaches a terminal here: print from a copy without control characters, so
+    // the colour codes below are the only escape sequences in the output.
+    let d = &super::terminal::sanitized(d);
     let mut out = String::new();
     let inputs: Vec<String> = d
         .inputs
@@ -440,6 +443,26 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
     } else {
         inputs.join(", ")
     };
+    if d.incidents.is_empty() && !d.errors.is_empty() {
+        // An input that could not be read never yields a success line: what it held is
+        // unknown.
+        let _ = writeln!(
+            out,
+            "{} {} could not be read (see above); no out-of-memory incident in {}",
+            style.yellow("!"),
+            super::text::count(d.errors.len(), "input"),
+            if inputs.is_empty() {
+                "the rest".into()
+            } else {
+                inputs
+            }
+        );
+        snapshot_summaries(d, style, &mut out);
+        series_summaries(d, &[], style, &mut out);
+        skipped(d, style, &mut out);
+        warnings(d, style, &mut out);
+        return out;
+    }
     if d.incidents.is_empty() {
         let text = format!(
             "no out-of-memory incident found in {}",
@@ -454,6 +477,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         snapshot_summaries(d, style, &mut out);
         series_summaries(d, &[], style, &mut out);
         skipped(d, style, &mut out);
+        warnings(d, style, &mut out);
         return out;
     }
     let series_inputs: Vec<&str> = d
@@ -578,6 +602,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         summary(d, style, &mut out);
     }
     skipped(d, style, &mut out);
+    warnings(d, style, &mut out);
     snapshot_summaries(d, style, &mut out);
     series_summaries(d, &charted, style, &mut out);
     if !d.errors.is_empty() {
@@ -661,6 +686,15 @@ fn summary(d: &Diagnosis, style: &Style, out: &mut String) {
             g.fingerprint
         );
         para(out, style, indent(2), 4, &text, &|l| style.dim(l));
+    }
+}
+
+/// What the readers had to work around (a gzip log cut before its end).
+fn warnings(d: &Diagnosis, style: &Style, out: &mut String) {
+    for i in &d.inputs {
+        for w in &i.warnings {
+            let _ = writeln!(out, "{} {}: {w}", style.yellow("!"), i.name);
+        }
     }
 }
 

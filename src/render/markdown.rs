@@ -113,6 +113,8 @@ fn fix_lang(f: &FixReport) -> &'static str {
 
 /// Renders a whole diagnosis.
 pub fn render(d: &Diagnosis, opts: &Options) -> String {
+    // Markdown is read in terminals too (`oomdoctor --format markdown | less`).
+    let d = &super::terminal::sanitized(d);
     let mut out = String::new();
     let top = opts.heading.max(1);
     let inputs: Vec<String> = d.inputs.iter().map(|i| code(&i.name)).collect();
@@ -123,7 +125,15 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
     } else {
         inputs.join(", ")
     };
-    if d.incidents.is_empty() {
+    if d.incidents.is_empty() && !d.errors.is_empty() {
+        // Not a success: what the unreadable inputs held is unknown.
+        let _ = writeln!(
+            out,
+            "{} oomdoctor: {} could not be read\n\nNo out-of-memory incident in what could be read ({inputs}).",
+            h(top),
+            count(d.errors.len(), "input")
+        );
+    } else if d.incidents.is_empty() {
         let _ = writeln!(
             out,
             "{} oomdoctor: no out-of-memory incident found\n\nRead {inputs}.",
@@ -153,6 +163,14 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
                 escape(&s.kind),
                 escape(&s.reason)
             );
+        }
+    }
+    if d.inputs.iter().any(|i| !i.warnings.is_empty()) {
+        let _ = writeln!(out, "\n{} Warnings\n", h(top + 1));
+        for i in &d.inputs {
+            for w in &i.warnings {
+                let _ = writeln!(out, "- {}: {}", code(&i.name), escape(w));
+            }
         }
     }
     if !d.errors.is_empty() {

@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
 
 use crate::cause::Cause;
@@ -16,6 +15,7 @@ use std::path::Path;
 
 use crate::cli::{BundleArgs, BundleFormat, Cli, ColorChoice, Command, DiagnoseArgs};
 use crate::input::{self, InputError, InputKind};
+use crate::render::terminal::Sink;
 use crate::render::{self, Format, ListFormat, Policy, RuleInfo};
 use crate::report::{Diagnosis, InputErrorReport, InputReport, SkippedInput};
 use crate::rules::RuleSet;
@@ -47,13 +47,76 @@ impl From<Exit> for ExitCode {
     }
 }
 
+thread_local! {
+    /// `--color` as given on this thread's command line, for messages written before or
+    /// outside the parsed command (clap's help and errors, [`report_error`]).
+    static COLOR_CHOICE: std::cell::Cell<ColorChoice> = const { std::cell::Cell::new(ColorChoice::Auto) };
+}
+
+/// `--color` read from raw arguments (the command line may not parse): the last one given
+/// before `--`.
+fn color_from_args(args: &[OsString]) -> ColorChoice {
+    let mut choice = ColorChoice::Auto;
+    let mut it = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(a) = it.next() {
+        let value = if a == "--" {
+            break;
+        } else if a == "--color" {
+            it.next().map(|v| v.into_owned())
+        } else {
+            a.strip_prefix("--color=").map(str::to_string)
+        };
+        match value.as_deref() {
+            Some("always") => choice = ColorChoice::Always,
+            Some("never") => choice = ColorChoice::Never,
+            Some("auto") => choice = ColorChoice::Auto,
+            _ => {}
+        }
+    }
+    choice
+}
+
+/// Moves `--config FILE` / `--no-config` given before a subcommand (`oomdoctor --no-config
+/// explain x`) to the end: the diagnosis's own options would otherwise take the subcommand
+/// for an input.
+fn hoist_config_args(mut args: Vec<OsString>) -> Vec<OsString> {
+    let mut moved = Vec::new();
+    while let Some(a) = args.get(1).map(|a| a.to_string_lossy().into_owned()) {
+        if a == "--no-config" || a.starts_with("--config=") {
+            moved.push(args.remove(1));
+        } else if a == "--config" && args.len() > 2 {
+            moved.push(args.remove(1));
+            moved.push(args.remove(1));
+        } else {
+            break;
+        }
+    }
+    if moved.is_empty() {
+        return args;
+    }
+    let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.splice(at..at, moved);
+    args
+}
+
+/// Whether messages on stderr (errors, warnings) are coloured.
+fn stderr_color(io: &Io<'_>) -> bool {
+    use_color(COLOR_CHOICE.with(|c| c.get()), io.stderr_is_tty)
+}
+
 /// Entry point for `main` and tests.
 pub fn main_with_args<I, T>(args: I, io: &mut Io<'_>) -> Exit
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let args = hoist_config_args(args.into_iter().map(Into::into).collect());
+    let choice = color_from_args(&args);
+    COLOR_CHOICE.with(|c| c.set(choice));
+    let parsed = <Cli as clap::CommandFactory>::command()
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m).map(|c| (c, m)));
+    let (mut cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() {
@@ -61,7 +124,14 @@ where
             } else {
                 Exit::Clean
             };
-            let text = if io.stderr_is_tty || !e.use_stderr() {
+            // Help and version go to stdout, errors to stderr: colour follows that stream,
+            // `--color` and `NO_COLOR`.
+            let tty = if e.use_stderr() {
+                io.stderr_is_tty
+            } else {
+                io.stdout_is_tty
+            };
+            let text = if use_color(choice, tty) {
                 e.render().ansi().to_string()
             } else {
                 e.render().to_string()
@@ -74,31 +144,121 @@ where
             return code;
         }
     };
+    let wants_config = matches!(
+        cli.command,
+        None | Some(Command::Bundle(_) | Command::Explain { .. } | Command::Rules { .. })
+    );
+    if wants_config {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+        match crate::config::load(cli.config.as_deref(), cli.no_config, &cwd) {
+            Ok(cfg) => apply_config(&mut cli, &matches, &cfg),
+            Err(e) => {
+                report_error(io, &e);
+                return Exit::Error;
+            }
+        }
+        if cli.command.is_none() {
+            COLOR_CHOICE.with(|c| c.set(cli.diagnose.color));
+        }
+    }
     run(cli, io)
 }
 
+/// Fills what the command line left unsaid from the configuration file: a flag given on
+/// the command line always wins over its key.
+fn apply_config(cli: &mut Cli, matches: &clap::ArgMatches, cfg: &crate::config::Config) {
+    use clap::parser::ValueSource;
+    let given = |m: &clap::ArgMatches, id: &str| {
+        m.try_get_raw(id).is_ok() && m.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    let rules = |m: &clap::ArgMatches, dirs: &mut Vec<std::path::PathBuf>| {
+        if !given(m, "rules") && !cfg.rules.is_empty() {
+            dirs.clone_from(&cfg.rules);
+        }
+    };
+    let globs = |m: &clap::ArgMatches, glob: &mut Vec<String>, exclude: &mut Vec<String>| {
+        if !given(m, "glob") && !cfg.glob.is_empty() {
+            glob.clone_from(&cfg.glob);
+        }
+        if !given(m, "exclude") && !cfg.exclude.is_empty() {
+            exclude.clone_from(&cfg.exclude);
+        }
+    };
+    match &mut cli.command {
+        None => {
+            let a = &mut cli.diagnose;
+            if let Some(f) = cfg.format.filter(|_| !given(matches, "format")) {
+                a.format = f;
+            }
+            if let Some(f) = cfg.fail_on.as_ref() {
+                // `--exit-zero` on the command line overrides a configured policy.
+                if !given(matches, "fail_on") && !a.exit_zero {
+                    a.fail_on.clone_from(f);
+                }
+            }
+            if let Some(c) = cfg.color.filter(|_| !given(matches, "color")) {
+                a.color = c;
+            }
+            rules(matches, &mut a.rules);
+            globs(matches, &mut a.glob, &mut a.exclude);
+        }
+        Some(Command::Bundle(b)) => {
+            if let Some(m) = matches.subcommand_matches("bundle") {
+                rules(m, &mut b.rules);
+                globs(m, &mut b.glob, &mut b.exclude);
+                if !given(m, "redact") && !cfg.redact.is_empty() {
+                    b.redact.clone_from(&cfg.redact);
+                }
+            }
+        }
+        Some(Command::Explain { rules: dirs, .. }) => {
+            if let Some(m) = matches.subcommand_matches("explain") {
+                rules(m, dirs);
+            }
+        }
+        Some(Command::Rules { rules: dirs, .. }) => {
+            if let Some(m) = matches.subcommand_matches("rules") {
+                rules(m, dirs);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Prints a miette diagnostic to stderr.
+///
+/// Errors quote inputs (file names, lines, values), so the text is made safe for a terminal
+/// ([`render::terminal`]): the message, help and labels are made visible before miette
+/// draws them, and the drawn text is guarded. A diagnostic that quotes source text (a rule
+/// file) is drawn without colour, so that no escape sequence at all survives the guard.
 pub fn report_error(io: &mut Io<'_>, err: &dyn Diagnostic) {
-    let theme = if io.stderr_is_tty {
+    let safe = render::terminal::SafeDiagnostic(err);
+    let color = stderr_color(io) && !safe.needs_plain();
+    let theme = if color {
         GraphicalTheme::unicode()
     } else {
         GraphicalTheme::unicode_nocolor()
     };
     let mut s = String::new();
     if GraphicalReportHandler::new_themed(theme)
-        .render_report(&mut s, err)
+        .render_report(&mut s, &safe)
         .is_err()
     {
-        s = format!("error: {err}\n");
+        s = format!("error: {safe}\n");
     }
-    let _ = write!(io.stderr, "{s}");
+    let sink = if color {
+        render::terminal::Sink::Colored
+    } else {
+        render::terminal::Sink::Text
+    };
+    let _ = write!(io.stderr, "{}", render::terminal::guard(&s, sink));
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth a message.
-fn emit(io: &mut Io<'_>, text: &str) -> io::Result<()> {
+fn emit(io: &mut Io<'_>, text: &str, sink: render::terminal::Sink) -> io::Result<()> {
     match io
         .stdout
-        .write_all(text.as_bytes())
+        .write_all(render::terminal::guard(text, sink).as_bytes())
         .and_then(|_| io.stdout.flush())
     {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(e),
@@ -106,7 +266,56 @@ fn emit(io: &mut Io<'_>, text: &str) -> io::Result<()> {
     }
 }
 
-fn load_rules(dir: Option<&std::path::Path>, io: &mut Io<'_>) -> Option<RuleSet> {
+/// Largest rule file read from `--rules` (the biggest built-in rule is a few KiB).
+pub const MAX_RULE_FILE_BYTES: u64 = 1 << 20;
+
+/// A `--rules` entry that is not a rule file one can read to its end.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{path}: {problem}")]
+#[diagnostic(
+    code(oomdoctor::rules::unreadable),
+    help("--rules takes a directory of rule files (*.toml); remove or rename this entry")
+)]
+pub struct RulesEntryRefused {
+    pub path: String,
+    pub problem: String,
+}
+
+/// Looks at every `*.toml` entry of a `--rules` directory before the loader reads them: a
+/// symbolic link to `/dev/zero` would be read forever, a FIFO would block forever, and a
+/// huge file would be read whole. Such an entry stops the run with its name (rules decide
+/// verdicts, so a rule set with a piece left out is not used).
+fn check_rules_dir(dir: &Path) -> Result<(), RulesEntryRefused> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        // The loader reports an unreadable directory with its own error.
+        return Ok(());
+    };
+    for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let refuse = |problem: String| RulesEntryRefused {
+            path: p.display().to_string(),
+            problem,
+        };
+        // Follows symbolic links: what matters is what reading it would read.
+        let meta = std::fs::metadata(&p).map_err(|e| refuse(format!("cannot read: {e}")))?;
+        if !meta.is_file() {
+            return Err(refuse(
+                "not a regular file (a directory, device, FIFO or socket); nothing was read".into(),
+            ));
+        }
+        if meta.len() > MAX_RULE_FILE_BYTES {
+            return Err(refuse(format!(
+                "{} bytes is more than the {MAX_RULE_FILE_BYTES}-byte limit for a rule file",
+                meta.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn load_rules(dirs: &[std::path::PathBuf], io: &mut Io<'_>) -> Option<RuleSet> {
     let mut set = match RuleSet::builtin() {
         Ok(s) => s,
         Err(e) => {
@@ -114,7 +323,11 @@ fn load_rules(dir: Option<&std::path::Path>, io: &mut Io<'_>) -> Option<RuleSet>
             return None;
         }
     };
-    if let Some(d) = dir {
+    for d in dirs {
+        if let Err(e) = check_rules_dir(d) {
+            report_error(io, &e);
+            return None;
+        }
         if let Err(e) = set.load_dir(d) {
             report_error(io, &e);
             return None;
@@ -123,12 +336,47 @@ fn load_rules(dir: Option<&std::path::Path>, io: &mut Io<'_>) -> Option<RuleSet>
     Some(set)
 }
 
+/// How a listing's text is guarded on its way out.
+fn list_sink(format: ListFormat) -> Sink {
+    match format {
+        ListFormat::Human => Sink::Text,
+        ListFormat::Json => Sink::Json,
+    }
+}
+
+/// How a diagnosis format's text is guarded on its way out (to a terminal or a file).
+fn format_sink(format: Format, color: bool) -> Sink {
+    match format {
+        Format::Human if color => Sink::Colored,
+        Format::Human | Format::Markdown | Format::Github => Sink::Text,
+        Format::Json | Format::Sarif => Sink::Json,
+        Format::Junit | Format::Html => Sink::Xml,
+    }
+}
+
 fn use_color(choice: ColorChoice, tty: bool) -> bool {
     match choice {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
-        ColorChoice::Auto => tty && std::env::var_os("NO_COLOR").is_none(),
+        ColorChoice::Auto => tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     }
+}
+
+/// Columns for human output: `COLUMNS` when set, else the terminal's width when standard
+/// output is one, else 80 (piped, redirected, written with `--output`).
+pub fn output_width(stdout_is_tty: bool) -> usize {
+    let from_env = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0);
+    let from_tty = || {
+        stdout_is_tty
+            .then(terminal_size::terminal_size)
+            .flatten()
+            .map(|(w, _)| usize::from(w.0))
+            .filter(|n| *n > 0)
+    };
+    from_env.or_else(from_tty).unwrap_or(80).clamp(40, 400)
 }
 
 /// Runs a parsed command line.
@@ -136,15 +384,30 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
     match cli.command {
         None => diagnose_command(&cli.diagnose, io),
         Some(Command::Explain { id, rules }) => {
-            let Some(set) = load_rules(rules.as_deref(), io) else {
+            let Some(set) = load_rules(&rules, io) else {
                 return Exit::Error;
             };
+            let Some(id) = id else {
+                return finish_output(io, &explain_topics(&set), Sink::Text, Exit::Clean);
+            };
             match explain(&id, &set) {
-                Some(text) => finish_output(io, &text, Exit::Clean),
+                Some(text) => finish_output(io, &text, Sink::Text, Exit::Clean),
                 None => {
+                    let hint = match did_you_mean(&id, &set).as_slice() {
+                        [] => String::new(),
+                        [one] => format!("\n  did you mean `{one}`?"),
+                        many => format!(
+                            "\n  did you mean one of: {}?",
+                            many.iter()
+                                .map(|m| format!("`{m}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    };
                     let _ = writeln!(
                         io.stderr,
-                        "error: `{id}` is not a cause, rule, phase or fact\n  causes: {}\n  try `oomdoctor rules` or `oomdoctor facts`",
+                        "error: `{}` is not a cause, rule, phase or fact{hint}\n  causes: {}\n  `oomdoctor explain` lists every topic; try `oomdoctor rules` or `oomdoctor facts`",
+                        render::terminal::visible(&id),
                         Cause::ALL
                             .iter()
                             .map(|c| c.id())
@@ -156,26 +419,35 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
             }
         }
         Some(Command::Rules { format, rules }) => {
-            let Some(set) = load_rules(rules.as_deref(), io) else {
+            let Some(set) = load_rules(&rules, io) else {
                 return Exit::Error;
             };
-            finish_output(io, &list_rules(&set, format), Exit::Clean)
+            finish_output(
+                io,
+                &list_rules(&set, format),
+                list_sink(format),
+                Exit::Clean,
+            )
         }
-        Some(Command::Facts { format }) => finish_output(io, &list_facts(format), Exit::Clean),
+        Some(Command::Facts { format }) => {
+            finish_output(io, &list_facts(format), list_sink(format), Exit::Clean)
+        }
         Some(Command::Bundle(args)) => bundle_command(&args, io),
         Some(Command::Plan(args)) => match crate::model::plan::plan(&args) {
             Ok(report) => {
-                let text = match args.format {
+                let (text, sink) = match args.format {
                     crate::model::plan::PlanFormat::Json => {
-                        crate::model::plan::render_json(&report)
+                        (crate::model::plan::render_json(&report), Sink::Json)
                     }
-                    crate::model::plan::PlanFormat::Human => {
-                        crate::model::plan::render_human(&report, args.explain)
-                    }
+                    crate::model::plan::PlanFormat::Human => (
+                        crate::model::plan::render_human(&report, args.explain),
+                        Sink::Text,
+                    ),
                 };
                 finish_output(
                     io,
                     &text,
+                    sink,
                     if report.fits {
                         Exit::Clean
                     } else {
@@ -192,13 +464,15 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
             let mut buf = Vec::new();
             let mut cmd = <Cli as clap::CommandFactory>::command();
             clap_complete::generate(shell, &mut cmd, "oomdoctor", &mut buf);
-            finish_output(io, &String::from_utf8_lossy(&buf), Exit::Clean)
+            finish_output(io, &String::from_utf8_lossy(&buf), Sink::Text, Exit::Clean)
         }
         Some(Command::Man) => {
             let mut buf = Vec::new();
             let cmd = <Cli as clap::CommandFactory>::command();
             match clap_mangen::Man::new(cmd).render(&mut buf) {
-                Ok(()) => finish_output(io, &String::from_utf8_lossy(&buf), Exit::Clean),
+                Ok(()) => {
+                    finish_output(io, &String::from_utf8_lossy(&buf), Sink::Text, Exit::Clean)
+                }
                 Err(e) => {
                     let _ = writeln!(io.stderr, "error: cannot render the man page: {e}");
                     Exit::Error
@@ -208,8 +482,9 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
     }
 }
 
-fn finish_output(io: &mut Io<'_>, text: &str, status: Exit) -> Exit {
-    match emit(io, text) {
+/// Writes a command's text to stdout, guarded for `sink` (see [`render::terminal::guard`]).
+fn finish_output(io: &mut Io<'_>, text: &str, sink: Sink, status: Exit) -> Exit {
+    match emit(io, text, sink) {
         Ok(()) => status,
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => status,
         Err(e) => {
@@ -263,6 +538,8 @@ pub struct DiagnoseOptions {
     pub pickle_limits: crate::pickle::PickleLimits,
     /// Draw a progress bar on stderr for large snapshots.
     pub progress: bool,
+    /// Which files of directory inputs to read (`--glob`, `--exclude`).
+    pub filter: crate::walk::Filter,
 }
 
 impl Default for DiagnoseOptions {
@@ -274,6 +551,7 @@ impl Default for DiagnoseOptions {
             model: None,
             pickle_limits: crate::pickle::PickleLimits::default(),
             progress: false,
+            filter: crate::walk::Filter::default(),
         }
     }
 }
@@ -298,6 +576,10 @@ impl From<&DiagnoseArgs> for DiagnoseOptions {
             model: a.model.clone(),
             pickle_limits: limits,
             progress: false,
+            filter: crate::walk::Filter {
+                include: a.glob.clone(),
+                exclude: a.exclude.clone(),
+            },
         }
     }
 }
@@ -320,10 +602,21 @@ fn model_input(path: &std::path::Path) -> Result<InputOutcome, InputError> {
         lines: None,
         compressed: false,
         incidents: 0,
+        warnings: Vec::new(),
     });
     out.shared_facts = Some(facts);
     Ok(out)
 }
+
+/// Held while a snapshot is read and analysed. Inputs are read several at a time, and a
+/// snapshot is held whole (up to `--max-pickle-bytes`, then its arena): a directory of four
+/// large snapshots read at once took four times the memory of one. Logs stream in constant
+/// memory and keep reading in parallel; snapshots take turns.
+static SNAPSHOT_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// First decompressed size at which a gzip snapshot's prefix is checked, then at every
+/// doubling.
+const FIRST_PROBE_BYTES: usize = 1 << 20;
 
 /// Reads a snapshot pickle whole (within the size limit) and analyses it.
 fn snapshot_input(
@@ -331,7 +624,21 @@ fn snapshot_input(
     size_hint: Option<u64>,
     opts: &DiagnoseOptions,
 ) -> Result<InputOutcome, InputError> {
+    // A poisoned lock only means another snapshot's reader panicked; the turn is still ours.
+    let _turn = SNAPSHOT_TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let name = opened.input_name();
+    // Forced with --input-kind snapshot, a `torch.save` archive would fail on its first
+    // byte with an opcode error that says nothing useful.
+    if opened.head.starts_with(b"PK\x03\x04") {
+        let (what, help) = binary_kind(&opened.head);
+        return Err(InputError::Unsupported {
+            input: name.to_string(),
+            message: format!("{what}, not a memory snapshot pickle"),
+            help: Some(help.into()),
+        });
+    }
     let limit = opts.pickle_limits.max_input_bytes;
     if let Some(size) = size_hint.filter(|s| *s > limit) {
         return Err(InputError::TooLarge {
@@ -361,6 +668,12 @@ fn snapshot_input(
     });
     let mut bytes = Vec::with_capacity(size_hint.unwrap_or(0).min(limit) as usize);
     let mut chunk = vec![0u8; 1 << 20];
+    // A small gzip file can expand to gigabytes (a PROTO header, then 4 GB of zeros).
+    // Its size on disk says nothing, so the decompressed prefix is parsed at 1 MiB and at
+    // every doubling: a prefix that is already not a pickle (anything but running out of
+    // bytes) stops the read there, with at most twice the good prefix buffered. The
+    // doubling keeps the extra parsing under the cost of one more parse.
+    let mut next_probe = opened.compressed.then_some(FIRST_PROBE_BYTES);
     loop {
         let n = match reader.read(&mut chunk) {
             Ok(0) => break,
@@ -376,6 +689,26 @@ fn snapshot_input(
             }
         };
         bytes.extend_from_slice(&chunk[..n]);
+        if let Some(at) = next_probe.filter(|at| bytes.len() >= *at) {
+            match crate::pickle::Pickle::parse(&bytes, &opts.pickle_limits) {
+                Err(crate::pickle::PickleError::Truncated { .. }) => {}
+                // A whole pickle already, and more bytes coming: stop now rather than
+                // buffer what follows it.
+                Ok(p) => {
+                    crate::snapshot::check_whole(&p, &name)
+                        .map_err(|e| InputError::Snapshot(Box::new(e)))?;
+                }
+                Err(source) => {
+                    return Err(InputError::Snapshot(Box::new(
+                        crate::snapshot::SnapshotError::Pickle {
+                            input: name.to_string(),
+                            source,
+                        },
+                    )));
+                }
+            }
+            next_probe = Some(at.saturating_mul(2));
+        }
         if bytes.len() as u64 > limit {
             return Err(InputError::TooLarge {
                 input: name.to_string(),
@@ -405,10 +738,30 @@ fn snapshot_input(
         lines: None,
         compressed: opened.compressed,
         incidents: usize::from(analysis.oom_device().is_some()),
+        warnings: anomaly_warnings(&analysis.anomalies),
     });
     out.snapshots = crate::plot::SnapshotPlot::from_analysis(&analysis);
     out.snapshot = Some(analysis);
     Ok(out)
+}
+
+/// Values a snapshot holds that the analysis could not use (a block of 2^70 bytes, a
+/// negative size): they were left out, and the user is told where, not shown "0 bytes".
+fn anomaly_warnings(a: &crate::snapshot::Anomalies) -> Vec<String> {
+    if a.count == 0 {
+        return Vec::new();
+    }
+    let shown = a.examples.len().min(3);
+    let more = if a.count as usize > shown {
+        format!(" and {} more", a.count as usize - shown)
+    } else {
+        String::new()
+    };
+    vec![format!(
+        "{} value(s) could not be used and were left out: {}{more}",
+        a.count,
+        a.examples[..shown].join("; ")
+    )]
 }
 
 /// The phase a snapshot's OOM suggests, from what the failing allocation was for.
@@ -503,6 +856,23 @@ fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
     let reader = io::BufReader::with_capacity(1 << 20, opened.reader);
     let set = crate::timeseries::read(reader, &name, format)
         .map_err(|e| InputError::Series(Box::new(e)))?;
+    // A few unreadable rows are skipped, not fatal; the user is still told how many and
+    // where the first one is, whether or not an incident quotes the count.
+    let warnings = set
+        .inputs
+        .iter()
+        .filter(|i| i.skipped > 0)
+        .map(|i| {
+            let at = i
+                .first_skipped_line
+                .map(|l| format!(" (the first at line {l})"))
+                .unwrap_or_default();
+            format!(
+                "{} of {} rows could not be read and were skipped{at}",
+                i.skipped, i.rows
+            )
+        })
+        .collect();
     let mut out = InputOutcome::new(InputReport {
         name: name.to_string(),
         kind: "series",
@@ -511,6 +881,7 @@ fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
         compressed,
         // Counted once the run's series are analysed together.
         incidents: 0,
+        warnings,
     });
     out.series_set = Some(set);
     Ok(out)
@@ -856,6 +1227,26 @@ enum Item {
     File { path: String, from_dir: bool },
 }
 
+/// What a binary input looks like, for the message refusing it, and what to do instead.
+fn binary_kind(head: &[u8]) -> (String, &'static str) {
+    if head.starts_with(b"PK\x03\x04") {
+        (
+            "a zip archive (`torch.save` writes checkpoints as zip archives)".into(),
+            "a memory snapshot is the pickle `torch.cuda.memory._dump_snapshot` writes, not a `torch.save` file",
+        )
+    } else if head.starts_with(&[0x1f, 0x8b]) {
+        (
+            "gzip data inside gzip".into(),
+            "decompress it once (`gunzip -c file.gz > file.gz.inner`) and pass the result",
+        )
+    } else {
+        (
+            "binary data".into(),
+            "pass --input-kind log to read it as a log anyway",
+        )
+    }
+}
+
 /// What reading one item gave.
 enum Read1 {
     Done(Box<InputOutcome>, InputKind),
@@ -864,6 +1255,33 @@ enum Read1 {
 }
 
 fn analyze_opened(
+    opened: input::Opened,
+    path: Option<&str>,
+    opts: &DiagnoseOptions,
+) -> Result<InputOutcome, (InputError, InputKind)> {
+    let name = opened.input_name();
+    let cut = opened.cut.clone();
+    let mut outcome = analyze_kind(opened, path, opts);
+    if let Some(c) = input::cut_of(&cut) {
+        match &mut outcome {
+            // A log is diagnosed from what decoded: the OOM of a job killed mid-write is
+            // in that part.
+            Ok(o) if o.report.kind == "log" => o.report.warnings.push(c.warning()),
+            // A snapshot or series without its end is not what it claims to be.
+            _ => {
+                let kind = match &outcome {
+                    Err((_, k)) => *k,
+                    Ok(_) => InputKind::Log,
+                };
+                outcome = Err((c.error(&name), kind));
+            }
+        }
+    }
+    outcome
+}
+
+/// Analyses an opened input by its kind.
+fn analyze_kind(
     opened: input::Opened,
     path: Option<&str>,
     opts: &DiagnoseOptions,
@@ -882,7 +1300,13 @@ fn analyze_opened(
                 .map_err(|e| (e, InputKind::Model))
         }
         InputKind::Snapshot => {
-            snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))
+            let mut out =
+                snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))?;
+            // The hook's sidecar (run facts the pickle cannot hold) lies beside the file.
+            if let (Some(p), Some(snap)) = (path, out.snapshot.as_mut()) {
+                snap.attach_sidecar(std::path::Path::new(p));
+            }
+            Ok(out)
         }
         InputKind::Series => series_input(opened).map_err(|e| (e, InputKind::Series)),
         InputKind::Log => {
@@ -908,6 +1332,7 @@ fn analyze_opened(
                     lines: Some(stats.lines),
                     compressed,
                     incidents: evidence.incidents.len(),
+                    warnings: Vec::new(),
                 },
                 incidents: evidence.incidents,
                 series: Vec::new(),
@@ -950,6 +1375,14 @@ fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) 
         Err(e) => return Read1::Failed(e, None),
     };
     let from_dir = matches!(item, Item::File { from_dir: true, .. });
+    if from_dir && crate::walk::is_own_report(&opened.head) {
+        return Read1::Skipped(SkippedInput {
+            input: opened.name.to_string(),
+            kind: "report".into(),
+            reason: "a report oomdoctor wrote; reading it again would count its incidents twice"
+                .into(),
+        });
+    }
     if from_dir && opened.kind == InputKind::Log && crate::walk::looks_binary(&opened.head) {
         return Read1::Skipped(SkippedInput {
             input: opened.name.to_string(),
@@ -961,7 +1394,27 @@ fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) 
         Item::File { path, .. } => Some(path.as_str()),
         Item::Stdin => None,
     };
+    // Binary data named directly (or piped in) is still scanned: a log with junk around an
+    // OOM is still a log. But when it holds no incident, "no incident found in 730 lines"
+    // would be a false success about a file that is no log at all.
+    let binary = (opened.kind == InputKind::Log
+        && opts.input_kind.is_none()
+        && crate::walk::looks_binary(&opened.head))
+    .then(|| binary_kind(&opened.head));
     match analyze_opened(opened, path, opts) {
+        Ok(o) if binary.is_some() && o.incidents.is_empty() => {
+            let (what, help) = binary.unwrap_or_default();
+            Read1::Failed(
+                InputError::Unsupported {
+                    input: o.report.name.clone(),
+                    message: format!(
+                        "{what}, not a log, snapshot, series or model, and no out-of-memory message in it"
+                    ),
+                    help: Some(help.into()),
+                },
+                Some(InputKind::Log),
+            )
+        }
         Ok(o) => {
             let kind = match o.report.kind {
                 "log" => InputKind::Log,
@@ -1031,13 +1484,17 @@ pub fn analyze(
         }
         let path = std::path::Path::new(spec);
         if path.is_dir() {
-            match crate::walk::walk(path) {
+            match crate::walk::walk_filtered(path, &opts.filter) {
                 Ok(w) => {
                     if w.files.is_empty() {
                         let e = InputError::Unsupported {
                             input: spec.clone(),
                             message: "the directory holds no files to read".into(),
-                            help: Some("hidden files and directories are skipped".into()),
+                            help: Some(if opts.filter == crate::walk::Filter::default() {
+                                "hidden files and directories are skipped".into()
+                            } else {
+                                "hidden files and directories are skipped, and so is what --glob and --exclude leave out".into()
+                            }),
                         };
                         diagnosis.errors.push(InputErrorReport {
                             input: spec.clone(),
@@ -1184,6 +1641,7 @@ pub fn analyze(
         .collect();
     diagnosis.incidents = crate::diagnose::finish(reports);
     diagnosis.collect_excerpts();
+    diagnosis.group_repeats();
     Analysis {
         diagnosis,
         errors,
@@ -1236,15 +1694,12 @@ pub fn render_diagnosis(
     format: Format,
     policy: &Policy,
     rules: &RuleSet,
-    color: bool,
+    style: render::human::Style,
     explain: bool,
 ) -> String {
     match format {
         Format::Json => render::json::render(d),
-        Format::Human => {
-            let style = render::human::Style { color, width: 110 };
-            render::human::render(d, &style, explain)
-        }
+        Format::Human => render::human::render(d, &style, explain),
         Format::Markdown => {
             let mut o = render::markdown::Options::new();
             o.policy = policy.clone();
@@ -1268,18 +1723,101 @@ pub fn render_diagnosis(
     }
 }
 
-/// Writes a report to `--output` (a file, or `-` for stdout) or stdout.
-fn deliver(io: &mut Io<'_>, output: Option<&Path>, text: &str, status: Exit) -> Exit {
+/// Writes a report to `--output` (a file, or `-` for stdout) or stdout, guarded for `sink`
+/// either way: a report file is shown with `cat` as often as it is opened.
+fn deliver(io: &mut Io<'_>, output: Option<&Path>, text: &str, sink: Sink, status: Exit) -> Exit {
     match output {
-        Some(p) if p != Path::new("-") => match std::fs::write(p, text) {
-            Ok(()) => status,
-            Err(e) => {
-                let _ = writeln!(io.stderr, "error: cannot write {}: {e}", p.display());
-                Exit::Error
+        Some(p) if p != Path::new("-") => {
+            match std::fs::write(p, render::terminal::guard(text, sink).as_bytes()) {
+                Ok(()) => status,
+                Err(e) => {
+                    let _ = writeln!(
+                        io.stderr,
+                        "error: cannot write {}: {e}",
+                        render::terminal::visible(&p.display().to_string())
+                    );
+                    Exit::Error
+                }
             }
-        },
-        _ => finish_output(io, text, status),
+        }
+        _ => finish_output(io, text, sink, status),
     }
+}
+
+/// `--output` names a file that is also an input.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{output}: the output is also an input ({input}); writing there would overwrite it")]
+#[diagnostic(
+    code(oomdoctor::output::is_input),
+    help("write the report somewhere else, e.g. `-o oomdoctor-report.md`")
+)]
+pub struct OutputIsInput {
+    pub output: String,
+    pub input: String,
+}
+
+/// Whether two paths are the same file (both must exist).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+    }
+}
+
+/// Refuses an `--output` that would overwrite an input: a file named as an input (or as
+/// `--model`), or a file inside a directory input, unless that file is a report of ours
+/// (the walk skips those, and writing the report again is what the user wants).
+fn check_output(
+    output: Option<&Path>,
+    inputs: &[String],
+    model: Option<&Path>,
+) -> Result<(), OutputIsInput> {
+    let Some(out) = output.filter(|p| *p != Path::new("-")) else {
+        return Ok(());
+    };
+    if !out.exists() {
+        return Ok(());
+    }
+    let refuse = |input: &str| OutputIsInput {
+        output: out.display().to_string(),
+        input: input.to_string(),
+    };
+    for spec in inputs.iter().filter(|s| *s != "-") {
+        let p = Path::new(spec);
+        if same_file(out, p) {
+            return Err(refuse(spec));
+        }
+        if p.is_dir() {
+            let inside = match (std::fs::canonicalize(out), std::fs::canonicalize(p)) {
+                (Ok(o), Ok(d)) => o.starts_with(d),
+                _ => false,
+            };
+            let ours = std::fs::File::open(out)
+                .and_then(|f| {
+                    let mut head = Vec::new();
+                    f.take(4096).read_to_end(&mut head).map(|_| head)
+                })
+                .is_ok_and(|h| crate::walk::is_own_report(&h));
+            if inside && out.is_file() && !ours {
+                return Err(refuse(spec));
+            }
+        }
+    }
+    if let Some(m) = model.filter(|m| same_file(out, m)) {
+        return Err(refuse(&m.display().to_string()));
+    }
+    Ok(())
 }
 
 /// The inputs named, or standard input when none is and it is not a terminal; `None` (with
@@ -1307,7 +1845,7 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         );
         return Exit::Error;
     }
-    let Some(rules) = load_rules(args.rules.as_deref(), io) else {
+    let Some(rules) = load_rules(&args.rules, io) else {
         return Exit::Error;
     };
     let Some(inputs) = inputs_or_stdin(
@@ -1317,6 +1855,10 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     ) else {
         return Exit::Error;
     };
+    if let Err(e) = check_output(args.output.as_deref(), &inputs, args.model.as_deref()) {
+        report_error(io, &e);
+        return Exit::Error;
+    }
     let stdin = io.stdin.take();
     let mut opts = DiagnoseOptions::from(args);
     opts.progress = io.stderr_is_tty;
@@ -1327,31 +1869,40 @@ fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     let policy = Policy {
         fail_on: args.fail_on.clone(),
     };
-    let color = args.output.is_none() && use_color(args.color, io.stdout_is_tty);
-    let text = render_diagnosis(
-        &diagnosis,
-        args.format,
-        &policy,
-        &rules,
-        color,
-        args.explain,
-    );
+    let to_stdout = args.output.as_deref().is_none_or(|p| p == Path::new("-"));
+    let style = render::human::Style {
+        color: to_stdout && use_color(args.color, io.stdout_is_tty),
+        width: output_width(to_stdout && io.stdout_is_tty),
+    };
+    let text = if args.quiet && args.format == Format::Human {
+        render::human::render_quiet(&diagnosis, &style)
+    } else {
+        render_diagnosis(
+            &diagnosis,
+            args.format,
+            &policy,
+            &rules,
+            style,
+            args.explain,
+        )
+    };
     if args.format == Format::Github {
         if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
             let mut o = render::markdown::Options::new();
             o.policy = policy.clone();
             let md = render::markdown::render(&diagnosis, &o);
-            if let Err(e) = append(Path::new(&path), &md) {
+            if let Err(e) = append(Path::new(&path), &render::terminal::guard(&md, Sink::Text)) {
                 let _ = writeln!(
                     io.stderr,
                     "warning: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
-                    Path::new(&path).display()
+                    render::terminal::visible(&Path::new(&path).display().to_string())
                 );
             }
         }
     }
     let status = exit_status(&diagnosis, &policy, args.exit_zero);
-    deliver(io, args.output.as_deref(), &text, status)
+    let sink = format_sink(args.format, style.color);
+    deliver(io, args.output.as_deref(), &text, sink, status)
 }
 
 fn append(path: &Path, text: &str) -> io::Result<()> {
@@ -1364,9 +1915,22 @@ fn append(path: &Path, text: &str) -> io::Result<()> {
 }
 
 fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
-    let Some(rules) = load_rules(args.rules.as_deref(), io) else {
+    let Some(rules) = load_rules(&args.rules, io) else {
         return Exit::Error;
     };
+    let mut redact = Vec::new();
+    for p in &args.redact {
+        match regex::Regex::new(p) {
+            Ok(r) => redact.push(r),
+            Err(e) => {
+                let _ = writeln!(
+                    io.stderr,
+                    "error: --redact {p:?} is not a regular expression: {e}"
+                );
+                return Exit::Error;
+            }
+        }
+    }
     let Some(inputs) = inputs_or_stdin(
         &args.inputs,
         io,
@@ -1374,12 +1938,20 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
     ) else {
         return Exit::Error;
     };
+    if let Err(e) = check_output(args.output.as_deref(), &inputs, None) {
+        report_error(io, &e);
+        return Exit::Error;
+    }
     // A bundle is for a bug report: an input this build cannot analyse (a snapshot, say) is
     // mentioned, not fatal.
     let opts = DiagnoseOptions {
         stdin_name: args.stdin_name.clone(),
         input_kind: args.input_kind,
         skip_unsupported: true,
+        filter: crate::walk::Filter {
+            include: args.glob.clone(),
+            exclude: args.exclude.clone(),
+        },
         ..DiagnoseOptions::default()
     };
     let stdin = io.stdin.take();
@@ -1412,26 +1984,75 @@ fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
         .collect();
     let extras = crate::bundle::gather(d, &sources, &snapshots);
     let text = match args.format {
-        BundleFormat::Markdown => crate::bundle::markdown(d, &extras),
-        BundleFormat::Json => crate::bundle::json(d, &extras),
+        BundleFormat::Markdown => crate::bundle::markdown_with(d, &extras, &redact),
+        BundleFormat::Json => crate::bundle::json_with(d, &extras, &redact),
     };
     let status = if d.errors.is_empty() {
         Exit::Clean
     } else {
         Exit::Error
     };
-    let status = deliver(io, args.output.as_deref(), &text, status);
+    let sink = match args.format {
+        BundleFormat::Markdown => Sink::Text,
+        BundleFormat::Json => Sink::Json,
+    };
+    let status = deliver(io, args.output.as_deref(), &text, sink, status);
     if let Some(p) = args.output.as_deref().filter(|p| *p != Path::new("-")) {
         if p.exists() {
             let _ = writeln!(
                 io.stderr,
                 "oomdoctor: wrote {} ({}); read it before you post it",
-                p.display(),
+                render::terminal::visible(&p.display().to_string()),
                 crate::render::text::count(d.incidents.len(), "incident")
             );
         }
     }
     status
+}
+
+/// Text for `oomdoctor explain` with no topic: what can be explained.
+pub fn explain_topics(rules: &RuleSet) -> String {
+    let mut out = String::from(
+        "oomdoctor explain TOPIC: a cause, a rule, a phase, a fact, or `rules` (the rule file format).\n\nCauses:\n",
+    );
+    for c in Cause::ALL {
+        let _ = writeln!(out, "  {:<24} {}", c.id(), c.title());
+    }
+    let _ = writeln!(out, "\nPhases:");
+    for (p, _) in crate::phase::PHASES {
+        let _ = writeln!(out, "  {p}");
+    }
+    let _ = writeln!(
+        out,
+        "\nRules: {} in force (`oomdoctor rules` lists them).\nFacts: {} (`oomdoctor facts` lists them).",
+        rules.rules.len(),
+        crate::catalog::all().count()
+    );
+    out
+}
+
+/// Topics close to an unknown one: those it is a prefix or part of, else those within a
+/// small edit distance. At most five, closest first.
+fn did_you_mean(id: &str, rules: &RuleSet) -> Vec<String> {
+    let id = id.to_ascii_lowercase();
+    let mut topics: Vec<String> = Cause::ALL.iter().map(|c| c.id().to_string()).collect();
+    topics.extend(crate::phase::PHASES.iter().map(|(p, _)| p.to_string()));
+    topics.extend(rules.rules.iter().map(|r| r.id.clone()));
+    topics.extend(crate::catalog::all().map(|f| f.name.to_string()));
+    topics.push("rules".into());
+    let mut close: Vec<(usize, String)> = topics
+        .into_iter()
+        .filter_map(|t| {
+            if id.len() >= 3 && t.contains(&id) {
+                return Some((usize::from(!t.starts_with(&id)), t));
+            }
+            let d = strsim::levenshtein(&id, &t);
+            (d <= (id.len() / 3).max(1)).then_some((2 + d, t))
+        })
+        .collect();
+    close.sort();
+    close.dedup_by(|a, b| a.1 == b.1);
+    close.into_iter().take(5).map(|(_, t)| t).collect()
 }
 
 /// Text for `oomdoctor explain ID`.

@@ -294,6 +294,7 @@ fn masked_note(c: &Counts) -> String {
         (c.ips, "IP address"),
         (c.tokens, "token or key"),
         (c.emails, "e-mail address"),
+        (c.other, "match of the added patterns"),
     ] {
         if n > 0 {
             parts.push(crate::render::text::count(n, what));
@@ -304,8 +305,13 @@ fn masked_note(c: &Counts) -> String {
 
 /// The bundle as markdown: rendered, then redacted; the header says what was masked.
 pub fn markdown(d: &Diagnosis, extras: &Extras) -> String {
+    markdown_with(d, extras, &[])
+}
+
+/// [`markdown`], also masking what `extra` matches (`--redact`) as `[REDACTED]`.
+pub fn markdown_with(d: &Diagnosis, extras: &Extras, extra: &[regex::Regex]) -> String {
     let body = crate::render::bundle::render(d, extras);
-    let (body, counts) = redact::redact_counted(&body);
+    let (body, counts) = redact::redact_with(&body, extra);
     format!(
         "# oomdoctor bundle\n\n> Made by oomdoctor {} for a bug report. Home directories, host names, IP addresses, tokens and e-mail addresses are masked as `[USER]`, `[HOST]`, `[IP]`, `[TOKEN]`, `[EMAIL]`. {} Read it before you post it.\n\n{body}",
         d.tool.version,
@@ -323,16 +329,21 @@ struct JsonBundle<'a> {
 
 /// The bundle as JSON: the diagnosis (schema v1) and the extras, every string redacted.
 pub fn json(d: &Diagnosis, extras: &Extras) -> String {
+    json_with(d, extras, &[])
+}
+
+/// [`json`], also masking what `extra` matches (`--redact`) as `[REDACTED]`.
+pub fn json_with(d: &Diagnosis, extras: &Extras, extra: &[regex::Regex]) -> String {
     let mut v = serde_json::to_value(JsonBundle {
         bundle_version: 1,
         diagnosis: d,
         extras,
     })
     .unwrap_or_default();
-    let counts = redact::redact_json(&mut v);
+    let counts = redact::redact_json_with(&mut v, extra);
     v["masked"] = serde_json::json!({
         "users": counts.users, "hosts": counts.hosts, "ips": counts.ips,
-        "tokens": counts.tokens, "emails": counts.emails
+        "tokens": counts.tokens, "emails": counts.emails, "other": counts.other
     });
     let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
     s.push('\n');

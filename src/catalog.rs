@@ -134,6 +134,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     crate::engines::webui::FACTS,
     crate::model::FACTS,
     crate::snapshot::FACTS,
+    crate::sidecar::FACTS,
     crate::timeseries::FACTS,
     // Local engines and the host side.
     crate::engines::llamacpp::FACTS,

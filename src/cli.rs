@@ -32,6 +32,19 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub diagnose: DiagnoseArgs,
+    /// Read defaults from this file (`[tool.oomdoctor]` in a pyproject.toml, or an
+    /// oomdoctor.toml) instead of the nearest one upward from the working directory.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        conflicts_with = "no_config",
+        help_heading = "Configuration"
+    )]
+    pub config: Option<PathBuf>,
+    /// Read no configuration file.
+    #[arg(long, global = true, help_heading = "Configuration")]
+    pub no_config: bool,
 }
 
 /// Options of the default command: diagnose inputs.
@@ -62,9 +75,23 @@ pub struct DiagnoseArgs {
     )]
     pub fail_on: Vec<Cause>,
 
-    /// Read rules from this directory too (a rule with a built-in id replaces it).
+    /// Read rules from this directory too (a rule with a built-in id replaces it; repeatable).
     #[arg(long, value_name = "DIR")]
-    pub rules: Option<PathBuf>,
+    pub rules: Vec<PathBuf>,
+
+    /// In directory inputs, read only files whose path (relative to the directory) or name
+    /// matches one of these globs (`*`, `?`, `**`; repeatable). Named files are always read.
+    #[arg(long, value_name = "GLOB")]
+    pub glob: Vec<String>,
+
+    /// In directory inputs, leave out files and directories whose path or name matches
+    /// one of these globs (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+
+    /// Human output: one line per distinct incident, nothing when none is found.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 
     /// Exit 0 even when incidents are found (errors still exit 2).
     #[arg(long)]
@@ -100,7 +127,8 @@ pub struct DiagnoseArgs {
     #[arg(long, value_name = "N", help_heading = "Limits")]
     pub max_pickle_depth: Option<u64>,
 
-    /// When to use colour in human output.
+    /// When to use colour in human output, help and error messages (auto: on a terminal,
+    /// unless NO_COLOR is set).
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
 }
@@ -118,10 +146,11 @@ pub enum Command {
     /// Explain a cause, a rule, a phase or a fact: `oomdoctor explain fragmentation`.
     Explain {
         /// A cause id, rule id, phase id, fact name, or `rules` for the rule file format.
-        id: String,
+        /// Without one, lists the topics.
+        id: Option<String>,
         /// Also load rules from this directory.
         #[arg(long, value_name = "DIR")]
-        rules: Option<PathBuf>,
+        rules: Vec<PathBuf>,
     },
     /// List the rules in force.
     Rules {
@@ -129,7 +158,7 @@ pub enum Command {
         format: ListFormat,
         /// Also load rules from this directory.
         #[arg(long, value_name = "DIR")]
-        rules: Option<PathBuf>,
+        rules: Vec<PathBuf>,
     },
     /// Will it fit? Weights, KV cache and the settings per engine for a model on a GPU, before
     /// launch. Exits 1 when it does not fit, so CI can gate a deployment.
@@ -170,7 +199,19 @@ pub struct BundleArgs {
 
     /// Read rules from this directory too.
     #[arg(long, value_name = "DIR")]
-    pub rules: Option<PathBuf>,
+    pub rules: Vec<PathBuf>,
+
+    /// Also mask what matches this regular expression, as `[REDACTED]` (repeatable).
+    #[arg(long, value_name = "REGEX")]
+    pub redact: Vec<String>,
+
+    /// In directory inputs, read only files matching one of these globs (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub glob: Vec<String>,
+
+    /// In directory inputs, leave out files and directories matching these globs.
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
 
     /// Treat every input as this kind instead of sniffing the content.
     #[arg(long, value_enum, value_name = "KIND")]

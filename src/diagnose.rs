@@ -298,7 +298,9 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
     let determined = top_p >= model.determined_posterior
         && runner_up.is_none_or(|(second, p)| {
             top_p >= model.determined_ratio * p
-                && evidence_of(top_cause) - evidence_of(second) >= model.determined_evidence_nats
+                && (top_p >= model.determined_without_margin
+                    || evidence_of(top_cause) - evidence_of(second)
+                        >= model.determined_evidence_nats)
         });
 
     let (rule_id, summary) = summary_of(top_cause);
@@ -307,7 +309,7 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
         &facts,
         location,
         top_cause,
-        round2(top_p),
+        shown_probability(top_p),
         rule_id,
     );
     report.summary = summary;
@@ -336,7 +338,7 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
             let (rule, summary) = summary_of(*c);
             Alternative {
                 cause: *c,
-                confidence: round2(*p),
+                confidence: shown_probability(*p),
                 rule,
                 summary,
                 evidence: evidence_for(*c),
@@ -395,6 +397,12 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
     }
     report.fixes = fixes;
     report
+}
+
+/// A probability as reported: two decimals, and never 1.00 or 0.00, which the evidence of
+/// one log cannot support.
+fn shown_probability(p: f64) -> f64 {
+    round2(p).clamp(0.01, 0.99)
 }
 
 /// The rule id reported when the decision model chose a cause that no rule applies to.

@@ -326,6 +326,11 @@ impl Facts {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Fact)> {
         self.map.iter().map(|(k, v)| (k.as_str(), v))
     }
+    /// The facts, to rewrite their values in place (the names stay: they are the
+    /// catalogue's).
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut Fact> {
+        self.map.values_mut()
+    }
     pub fn len(&self) -> usize {
         self.map.len()
     }

@@ -132,6 +132,54 @@ impl InputError {
     }
 }
 
+/// Where a gzip stream stopped decoding: the decompressed bytes before the damage, and the
+/// decoder's complaint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    pub offset: u64,
+    pub message: String,
+}
+
+/// Ends a gzip stream cleanly where it stops decoding, remembering where and why.
+///
+/// A job killed mid-write leaves a `.gz` log without its end; the OOM that killed it is in
+/// the part that does decode. Failing the whole read would throw that away, so the decoder's
+/// error becomes the end of the stream and the reader of the input decides: a log is
+/// diagnosed from what was decoded (with a warning), a snapshot or series is an error.
+struct StopAtCut<R> {
+    inner: R,
+    produced: u64,
+    cut: Arc<std::sync::Mutex<Option<Cut>>>,
+}
+
+impl<R: Read> Read for StopAtCut<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.produced += n as u64;
+                Ok(n)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::InvalidData
+                        | io::ErrorKind::InvalidInput
+                        | io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                if let Ok(mut c) = self.cut.lock() {
+                    c.get_or_insert(Cut {
+                        offset: self.produced,
+                        message: e.to_string(),
+                    });
+                }
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// An opened input, positioned at its start, with its kind decided.
 pub struct Opened {
     pub name: InputName,
@@ -142,6 +190,9 @@ pub struct Opened {
     pub reader: Box<dyn Read>,
     /// Bytes pulled through `reader` so far (for error offsets and reports).
     pub counter: Arc<std::sync::atomic::AtomicU64>,
+    /// Set when a gzip input stopped decoding before its end (see [`StopAtCut`]); the
+    /// reader then ends there.
+    pub cut: Arc<std::sync::Mutex<Option<Cut>>>,
 }
 
 /// Counts bytes passing through.
@@ -201,9 +252,14 @@ pub fn open_reader(
     let compressed = first.starts_with(&[0x1f, 0x8b]);
     let joined: Box<dyn Read> = Box::new(Cursor::new(first).chain(raw));
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cut = Arc::new(std::sync::Mutex::new(None));
     let mut reader: Box<dyn Read> = if compressed {
         Box::new(Counting {
-            inner: flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, joined)),
+            inner: StopAtCut {
+                inner: flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, joined)),
+                produced: 0,
+                cut: cut.clone(),
+            },
             n: counter.clone(),
         })
     } else {
@@ -221,6 +277,15 @@ pub fn open_reader(
         head = read_head(&mut reader, SNIFF_BYTES)
             .map_err(|e| InputError::from_io(name, e, compressed, 0))?;
     }
+    let opened_cut = cut.lock().ok().and_then(|c| c.clone());
+    if let (Some(c), true) = (opened_cut, head.is_empty()) {
+        // Nothing decoded at all: there is nothing to keep.
+        return Err(InputError::Gzip {
+            input: name.to_string(),
+            offset: c.offset,
+            message: c.message,
+        });
+    }
     let kind = forced.unwrap_or_else(|| sniff(&head));
     let reader: Box<dyn Read> = Box::new(Cursor::new(head.clone()).chain(reader));
     Ok(Opened {
@@ -230,13 +295,44 @@ pub fn open_reader(
         head,
         reader,
         counter,
+        cut,
     })
 }
 
 impl Opened {
+    /// Where the gzip stream stopped decoding, if it did (known once it was read to its
+    /// end).
+    pub fn cut(&self) -> Option<Cut> {
+        cut_of(&self.cut)
+    }
+
     /// The input's display name.
     pub fn input_name(&self) -> InputName {
         Arc::clone(&self.name)
+    }
+}
+
+/// What a shared cut flag holds.
+pub fn cut_of(cut: &std::sync::Mutex<Option<Cut>>) -> Option<Cut> {
+    cut.lock().ok().and_then(|c| c.clone())
+}
+
+impl Cut {
+    /// The error for an input that cannot be used without its end (a snapshot, a series).
+    pub fn error(&self, input: &str) -> InputError {
+        InputError::Gzip {
+            input: input.to_string(),
+            offset: self.offset,
+            message: self.message.clone(),
+        }
+    }
+
+    /// The warning for a log diagnosed from the part that decoded.
+    pub fn warning(&self) -> String {
+        format!(
+            "the gzip stream is cut after {} bytes of decompressed output ({}); diagnosed what was decoded, the end of the log is missing",
+            self.offset, self.message
+        )
     }
 }
 

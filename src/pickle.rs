@@ -360,6 +360,10 @@ pub struct Pickle<'a> {
     containers: Vec<Container>,
     chunks: Vec<Chunk>,
     items: Vec<Handle>,
+    /// Bytes read through `STOP`.
+    end: usize,
+    /// Values and MARKs still on the unpickler stack after `STOP` popped the root.
+    leftover: usize,
 }
 
 impl fmt::Debug for Pickle<'_> {
@@ -392,9 +396,12 @@ impl<'a> Pickle<'a> {
         vm.pickle.containers.reserve(input.len() / 100);
         vm.pickle.chunks.reserve(input.len() / 100);
         let root = vm.run()?;
+        let (end, leftover) = (vm.pos, vm.stack.len() + vm.marks.len());
         let Machine { pickle, .. } = vm;
         let mut pickle = pickle;
         pickle.root = root;
+        pickle.end = end;
+        pickle.leftover = leftover;
         Ok(pickle)
     }
 
@@ -406,6 +413,18 @@ impl<'a> Pickle<'a> {
     /// The protocol from the `PROTO` opcode (2–5); `None` for protocols 0 and 1.
     pub fn protocol(&self) -> Option<u8> {
         self.protocol
+    }
+
+    /// Bytes read through `STOP`; anything after it is not part of this pickle (Python
+    /// ignores it, a consumer that expects one pickle per file need not).
+    pub fn end(&self) -> usize {
+        self.end
+    }
+
+    /// Values (and open MARKs) left on the stack under the root at `STOP`: none in a
+    /// pickle that `pickle.dump` wrote.
+    pub fn leftover(&self) -> usize {
+        self.leftover
     }
 
     /// Length of the input this pickle was read from.
@@ -750,6 +769,8 @@ impl<'a, 'l> Machine<'a, 'l> {
                 containers: Vec::new(),
                 chunks: Vec::new(),
                 items: Vec::new(),
+                end: 0,
+                leftover: 0,
             },
             limits,
             pos: 0,

@@ -20,11 +20,13 @@ pub struct Counts {
     pub ips: usize,
     pub tokens: usize,
     pub emails: usize,
+    /// Matches of the patterns the user added (`--redact`, `redact` in the configuration).
+    pub other: usize,
 }
 
 impl Counts {
     pub fn total(&self) -> usize {
-        self.users + self.hosts + self.ips + self.tokens + self.emails
+        self.users + self.hosts + self.ips + self.tokens + self.emails + self.other
     }
 
     pub fn add(&mut self, o: Counts) {
@@ -33,6 +35,7 @@ impl Counts {
         self.ips += o.ips;
         self.tokens += o.tokens;
         self.emails += o.emails;
+        self.other += o.other;
     }
 }
 
@@ -43,7 +46,9 @@ fn re(p: &str) -> Regex {
 /// Token shapes that are secret by themselves.
 static TOKENS: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"\bhf_[A-Za-z0-9]{20,}\b",
+        // A JSON-escaped character (`hf_\u0041...`) must not hide a token.
+        r"\bhf_(?:[A-Za-z0-9]|\\u[0-9A-Fa-f]{4}){20,}",
+        r"|\bnpm_[A-Za-z0-9]{36}\b",
         r"|\bsk-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{20,}",
         r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b",
         r"|\bgithub_pat_[A-Za-z0-9_]{22,}\b",
@@ -65,6 +70,65 @@ static KEYED: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
+/// The value of any assignment whose name says it is secret (`aws_secret_access_key = x`,
+/// `AccountKey=x;`, `"private_key_id": "x"`, `"auth": "x"`, `WANDB_API_KEY x`): listing
+/// vendors one by one always misses the next one. The name must contain one of the words;
+/// the closure keeps numbers and the tokenizer's vocabulary (`max_tokens: 512`,
+/// `pad_token=</s>`).
+static KEY_NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r#"\b([A-Za-z0-9_.-]*(?i:key|secret|token|password|passwd|credential|auth)[A-Za-z0-9_.-]*)"#,
+        r#"(["']?\s*[=:]\s*["']?|[ \t]+)([^\s"',;\]\)}\[({][^\s"',;\]\)}]*)"#
+    ))
+});
+
+/// A PEM private key, header to footer (or to the end, when the excerpt is cut).
+static PEM: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?s:.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\z)")
+});
+
+/// A line that is nothing but a long base64 run: a key body line met without its header
+/// (an excerpt of two lines around a log line can start inside a PEM block).
+static BASE64_LINE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?m)^[ \t]*[A-Za-z0-9+/]{60,}={0,2}[ \t]*$"));
+
+/// `USER=alice`, `LOGNAME: alice`: the name the masked home directory hid.
+static USER_VAR: LazyLock<Regex> =
+    LazyLock::new(|| re(r#"\b(USER|LOGNAME|USERNAME)(\s*[=:]\s*["']?)([A-Za-z0-9._-]+)"#));
+
+/// `/root` (the home of root) and `~alice` (anyone's).
+static TILDE_HOME: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\B/root\b|\B~([A-Za-z_][A-Za-z0-9._-]*)"));
+
+/// Whether a secret-looking name is the tokenizer's or a count (`max_num_batched_tokens`,
+/// `tokenizer`, `pad_token`), not a credential.
+fn vocabulary_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.ends_with("tokens")
+        || n.contains("tokenizer")
+        || n.contains("key_value")
+        || ["pad", "eos", "bos", "unk", "sep", "cls", "mask"]
+            .iter()
+            .any(|t| n.ends_with(&format!("{t}_token")) || n.ends_with(&format!("{t}_token_id")))
+}
+
+/// Values that are never secrets: numbers and sizes, booleans, `none`, `auto`.
+fn plain_value(v: &str) -> bool {
+    let v = v.trim_matches(|c| c == '"' || c == '\'');
+    v.is_empty()
+        || v.starts_with('[')
+        || matches!(
+            v.to_ascii_lowercase().as_str(),
+            "true" | "false" | "none" | "null" | "auto" | "yes" | "no" | "on" | "off"
+            // `Authorization: Bearer x`: the scheme; the credential after it is masked
+            // by KEYED.
+            | "bearer" | "basic" | "digest" | "token"
+        )
+        || (v.starts_with(|c: char| c.is_ascii_digit())
+            && v.chars().all(|c| c.is_ascii_digit() || ".,_".contains(c))
+            || crate::units::parse_size(v, crate::units::SiBase::Binary).is_some())
+}
+
 /// Credentials in URLs: `https://user:pass@host`.
 static URL_CREDS: LazyLock<Regex> =
     LazyLock::new(|| re(r"([a-z][a-z0-9+.-]*://)([^\s:/@]+):([^\s/@]+)@"));
@@ -79,7 +143,7 @@ static EMAIL: LazyLock<Regex> =
 /// Home directories on Linux, macOS and Windows (either slash, escaped backslashes too).
 static HOME: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"(/home/|/Users/|/var/home/|(?i:\b[A-Z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/)))([^/\\\s:'"`\]\)]+)"#,
+        r#"(/home/|/Users/|/var/home/|/users?/|(?i:\b[A-Z]:(?:\\\\|\\|/)Users(?:\\\\|\\|/)))([^/\\\s:'"`\]\)]+)"#,
     )
 });
 
@@ -157,7 +221,15 @@ fn is_public(host: &str) -> bool {
 /// Masks the text; returns it with what was masked.
 pub fn redact_counted(text: &str) -> (String, Counts) {
     let mut n = Counts::default();
-    let s = TOKENS.replace_all(text, |_: &Captures<'_>| {
+    let s = PEM.replace_all(text, |_: &Captures<'_>| {
+        n.tokens += 1;
+        "[TOKEN]"
+    });
+    let s = BASE64_LINE.replace_all(&s, |_: &Captures<'_>| {
+        n.tokens += 1;
+        "[TOKEN]"
+    });
+    let s = TOKENS.replace_all(&s, |_: &Captures<'_>| {
         n.tokens += 1;
         "[TOKEN]"
     });
@@ -184,6 +256,35 @@ pub fn redact_counted(text: &str) -> (String, Counts) {
         }
         n.tokens += 1;
         format!("{name}[TOKEN]")
+    });
+    let s = KEY_NAMED.replace_all(&s, |c: &Captures<'_>| {
+        let (name, sep, value) = (&c[1], &c[2], &c[3]);
+        // `WANDB_API_KEY 0123…` (a space, no `=`) only for environment-style names: in
+        // prose, "the key is" is not an assignment.
+        let spaced = !sep.contains(['=', ':']);
+        let env_style = name
+            .chars()
+            .all(|ch| ch.is_ascii_uppercase() || ch.is_ascii_digit() || ch == '_');
+        if vocabulary_name(name) || plain_value(value) || (spaced && !env_style) {
+            return c[0].to_string();
+        }
+        n.tokens += 1;
+        format!("{name}{sep}[TOKEN]")
+    });
+    let s = USER_VAR.replace_all(&s, |c: &Captures<'_>| {
+        if c[3].starts_with('[') {
+            return c[0].to_string();
+        }
+        n.users += 1;
+        format!("{}{}[USER]", &c[1], &c[2])
+    });
+    let s = TILDE_HOME.replace_all(&s, |c: &Captures<'_>| {
+        n.users += 1;
+        if c.get(1).is_some() {
+            "~[USER]".to_string()
+        } else {
+            "/[USER]".to_string()
+        }
     });
     let s = URL_CREDS.replace_all(&s, |c: &Captures<'_>| {
         n.tokens += 1;
@@ -279,6 +380,24 @@ pub fn redact_counted(text: &str) -> (String, Counts) {
     (s.into_owned(), n)
 }
 
+/// Masks what the user's patterns match as `[REDACTED]`, then the rest as
+/// [`redact_counted`] does.
+pub fn redact_with(text: &str, extra: &[Regex]) -> (String, Counts) {
+    let mut other = 0;
+    let mut s = std::borrow::Cow::Borrowed(text);
+    for re in extra {
+        if let std::borrow::Cow::Owned(o) = re.replace_all(&s, |_: &Captures<'_>| {
+            other += 1;
+            "[REDACTED]"
+        }) {
+            s = std::borrow::Cow::Owned(o);
+        }
+    }
+    let (out, mut n) = redact_counted(&s);
+    n.other = other;
+    (out, n)
+}
+
 /// Masks the text.
 pub fn redact(text: &str) -> String {
     redact_counted(text).0
@@ -286,12 +405,17 @@ pub fn redact(text: &str) -> String {
 
 /// Masks every string in a JSON value (keys are field and fact names, left alone).
 pub fn redact_json(v: &mut serde_json::Value) -> Counts {
+    redact_json_with(v, &[])
+}
+
+/// [`redact_json`] with the user's patterns too (see [`redact_with`]).
+pub fn redact_json_with(v: &mut serde_json::Value, extra: &[Regex]) -> Counts {
     let mut n = Counts::default();
     let mut stack = vec![v];
     while let Some(v) = stack.pop() {
         match v {
             serde_json::Value::String(s) => {
-                let (r, c) = redact_counted(s);
+                let (r, c) = redact_with(s, extra);
                 n.add(c);
                 *s = r;
             }
@@ -398,6 +522,73 @@ mod tests {
         );
     }
 
+    /// Each class of secret that the vendor list missed (issue 14).
+    #[test]
+    fn secrets_by_name_and_by_shape() {
+        let cases = [
+            (
+                "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                "aws_secret_access_key = [TOKEN]",
+            ),
+            (
+                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4+/==;EndpointSuffix=core.windows.net",
+                "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=[TOKEN];EndpointSuffix=[HOST]",
+            ),
+            (
+                "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+                "//[HOST]/:_authToken=[TOKEN]",
+            ),
+            (
+                "npm_abcdefghijklmnopqrstuvwxyz0123456789 was used",
+                "[TOKEN] was used",
+            ),
+            (
+                r#""private_key_id": "0123456789abcdef0123456789abcdef01234567","#,
+                r#""private_key_id": "[TOKEN]","#,
+            ),
+            (
+                r#"{"auths": {"ghcr.io": {"auth": "dXNlcjpwYXNzd29yZA=="}}}"#,
+                r#"{"auths": {"[HOST]": {"auth": "[TOKEN]"}}}"#,
+            ),
+            (
+                "WANDB_API_KEY 0123456789abcdef0123456789abcdef01234567",
+                "WANDB_API_KEY [TOKEN]",
+            ),
+            (
+                r#""WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567""#,
+                r#""WANDB_API_KEY": "[TOKEN]""#,
+            ),
+            (
+                r"token hf_\u0041bcdefghijklmnopqrstuvwxyz0123 end",
+                "token [TOKEN] end",
+            ),
+            ("USER=alice LOGNAME=alice", "USER=[USER] LOGNAME=[USER]"),
+            (
+                "cd /root/proj && ls ~alice/x",
+                "cd /[USER]/proj && ls ~[USER]/x",
+            ),
+            ("/data/users/dave/run.log", "/data/users/[USER]/run.log"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(r(input), want, "{input}");
+        }
+        let pem = "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabcDEF==\n-----END RSA PRIVATE KEY-----\ndone";
+        assert_eq!(r(pem), "key:\n[TOKEN]\ndone");
+        let gcp = r#""private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----\n""#;
+        assert!(!r(gcp).contains("MIIEvQ"), "{}", r(gcp));
+        // A key body line met without its header (an excerpt cut inside the block).
+        let body = format!("{}\nnext", "A".repeat(32) + &"b/9+".repeat(8));
+        assert_eq!(r(&body), "[TOKEN]\nnext");
+        // Not secrets: counts, the tokenizer's vocabulary, prose.
+        for keep in [
+            "max_tokens: 512 tokenizer=meta-llama/Llama-3.1-8B pad_token=</s> eos_token_id=2",
+            "num_key_value_heads=8 use_auth=false token_budget=4096",
+            "the key is in the drawer, /rootfs and /mnt/root stay, ~1.5 GiB",
+        ] {
+            assert_eq!(r(keep), keep);
+        }
+    }
+
     #[test]
     fn emails() {
         assert_eq!(
@@ -436,9 +627,14 @@ mod tests {
                 hosts: 0,
                 ips: 1,
                 tokens: 1,
-                emails: 1
+                emails: 1,
+                other: 0
             }
         );
+        let extra = [regex::Regex::new(r"proj-[a-z]+").unwrap()];
+        let (t, c) = redact_with("run proj-falcon on /home/a/x", &extra);
+        assert_eq!(t, "run [REDACTED] on /home/[USER]/x");
+        assert_eq!((c.other, c.users), (1, 1));
         let mut v =
             serde_json::json!({"input": "/home/eve/crash.log", "n": 3, "list": ["host=box1"]});
         let c = redact_json(&mut v);

@@ -36,6 +36,24 @@ pub struct Diagnosis {
     /// What memory snapshots showed (segment map, categories, top sites). Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<SnapshotPlot>,
+    /// Incidents that share a fingerprint: one problem seen on several ranks, files or
+    /// restarts. Human, markdown and HTML output show the first in full and list where the
+    /// others were seen; `incidents` keeps every one. Absent when no fingerprint repeats.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<RepeatGroup>,
+}
+
+/// One problem seen more than once (see [`Diagnosis::repeats`]).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RepeatGroup {
+    pub fingerprint: String,
+    pub cause: Cause,
+    /// Incident ids in report order; the first is the one shown in full.
+    pub incidents: Vec<usize>,
+    /// Where each of those incidents was first seen, in the same order.
+    pub locations: Vec<Location>,
+    /// Every rank any of them names, ascending.
+    pub ranks: Vec<u32>,
 }
 
 /// A file of a directory input that was not diagnosed, and why.
@@ -81,6 +99,10 @@ pub struct InputReport {
     pub lines: Option<u64>,
     pub compressed: bool,
     pub incidents: usize,
+    /// What the reader had to work around (a gzip log cut before its end); the input was
+    /// still diagnosed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An input that could not be read.
@@ -201,7 +223,64 @@ impl Diagnosis {
             skipped: vec![],
             series: vec![],
             snapshots: vec![],
+            repeats: vec![],
         }
+    }
+
+    /// The incident an incident repeats: the first one in report order with the same
+    /// fingerprint, when that is not itself.
+    pub fn repeat_of(&self, r: &IncidentReport) -> Option<&IncidentReport> {
+        if r.fingerprint.is_empty() {
+            return None;
+        }
+        self.incidents
+            .iter()
+            .find(|i| i.fingerprint == r.fingerprint)
+            .filter(|first| first.id != r.id)
+    }
+
+    /// The later incidents with the fingerprint of `r` (empty when `r` is itself a repeat
+    /// or unique).
+    pub fn repeats_of(&self, r: &IncidentReport) -> Vec<&IncidentReport> {
+        if r.fingerprint.is_empty() || self.repeat_of(r).is_some() {
+            return Vec::new();
+        }
+        self.incidents
+            .iter()
+            .filter(|i| i.fingerprint == r.fingerprint && i.id != r.id)
+            .collect()
+    }
+
+    /// Incidents shown in full by the renderers for people: each fingerprint once.
+    pub fn distinct_incidents(&self) -> impl Iterator<Item = &IncidentReport> {
+        self.incidents
+            .iter()
+            .filter(|r| self.repeat_of(r).is_none())
+    }
+
+    /// Fills `repeats` from the incidents' fingerprints.
+    pub fn group_repeats(&mut self) {
+        self.repeats = self
+            .distinct_incidents()
+            .filter_map(|first| {
+                let rest = self.repeats_of(first);
+                if rest.is_empty() {
+                    return None;
+                }
+                let all: Vec<&IncidentReport> = std::iter::once(first).chain(rest).collect();
+                let mut ranks: Vec<u32> =
+                    all.iter().flat_map(|i| i.ranks.iter().copied()).collect();
+                ranks.sort_unstable();
+                ranks.dedup();
+                Some(RepeatGroup {
+                    fingerprint: first.fingerprint.clone(),
+                    cause: first.cause,
+                    incidents: all.iter().map(|i| i.id).collect(),
+                    locations: all.iter().map(|i| i.location.clone()).collect(),
+                    ranks,
+                })
+            })
+            .collect();
     }
 
     /// Counts across inputs for summaries: incidents per cause (most first, then catalogue

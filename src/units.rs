@@ -114,13 +114,18 @@ fn to_bytes(v: f64) -> Option<u64> {
         return None;
     }
     // Values printed with two decimals lose up to 0.005 of a unit; rounding to the nearest
-    // byte is the honest reconstruction. Saturate instead of wrapping for absurd values.
-    if v >= u64::MAX as f64 {
-        Some(u64::MAX)
+    // byte is the honest reconstruction. A size of an exbibyte or more is no memory any
+    // machine has (`1e308 MiB` in a hostile log): it is not read as a size at all, rather
+    // than saturated and shown as "16384 PiB".
+    if v >= MAX_SIZE_BYTES as f64 {
+        None
     } else {
         Some(v.round() as u64)
     }
 }
+
+/// Sizes from 1 EiB up are refused as absurd (see `to_bytes`).
+pub const MAX_SIZE_BYTES: u64 = 1 << 60;
 
 /// Formats bytes the way PyTorch does (binary units, two decimals), which is what users
 /// recognise from their tracebacks: `512 bytes`, `20.00 MiB`, `2.00 GiB`, `1.50 TiB`.
@@ -151,6 +156,15 @@ pub fn format_bytes_f(bytes: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_sizes_are_not_sizes() {
+        // Issue 14: `1e308 MiB` was saturated and shown as "16384 PiB".
+        assert_eq!(size_from_parts("1e308", "MiB", SiBase::Binary), None);
+        assert_eq!(parse_size("99999999999999999999 MiB", SiBase::Binary), None);
+        assert_eq!(parse_size("2048 PiB", SiBase::Binary), None);
+        assert_eq!(parse_size("1023 PiB", SiBase::Binary), Some(1023 << 50));
+    }
 
     #[test]
     fn parses_every_producer_format() {

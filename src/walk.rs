@@ -32,9 +32,101 @@ fn hidden(p: &Path) -> bool {
         .is_some_and(|n| n.starts_with('.'))
 }
 
+/// Which files of a directory input to read: `--glob` (include) and `--exclude` patterns.
+///
+/// A pattern without `/` matches a file's (or directory's) name, like a `.gitignore` line;
+/// one with `/` matches the path relative to the directory input. `*` matches within a
+/// path segment, `**` across segments, `?` one character.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Filter {
+    pub include: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+impl Filter {
+    fn matches_any(patterns: &[String], rel: &str) -> bool {
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        patterns.iter().any(|p| {
+            let p = p.trim_start_matches("./");
+            if p.contains('/') {
+                glob_match(p.trim_start_matches('/').as_bytes(), rel.as_bytes())
+            } else {
+                glob_match(p.as_bytes(), name.as_bytes())
+            }
+        })
+    }
+
+    /// Whether a file at `rel` (relative to the directory input, `/`-separated) is read.
+    pub fn takes_file(&self, rel: &str) -> bool {
+        (self.include.is_empty() || Self::matches_any(&self.include, rel))
+            && !Self::matches_any(&self.exclude, rel)
+    }
+
+    /// Whether the walk enters the directory at `rel`.
+    pub fn enters_dir(&self, rel: &str) -> bool {
+        !Self::matches_any(&self.exclude, rel)
+    }
+}
+
+/// Glob matching over bytes: `*` (not across `/`), `**` (across `/`), `?`, literals.
+/// Iterative with backtracking points, so no pattern makes it recurse.
+pub fn glob_match(pat: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0usize, 0usize);
+    // Where to resume when the last `*` (within a segment) or `**` (across segments) must
+    // eat one more byte: (pattern index after it, text index it started eating at).
+    let mut star: Option<(usize, usize)> = None;
+    let mut double: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if pat.get(p) == Some(&b'*') {
+            if pat.get(p + 1) == Some(&b'*') {
+                let mut next = p + 2;
+                // `**/` also matches no directory at all.
+                if pat.get(next) == Some(&b'/') {
+                    next += 1;
+                }
+                double = Some((next, t));
+                star = None;
+                p = next;
+            } else {
+                star = Some((p + 1, t));
+                p += 1;
+            }
+            continue;
+        }
+        if p < pat.len() && (pat[p] == b'?' && text[t] != b'/' || pat[p] == text[t]) {
+            p += 1;
+            t += 1;
+            continue;
+        }
+        match (star, double) {
+            (Some((sp, st)), _) if text[st] != b'/' => {
+                star = Some((sp, st + 1));
+                p = sp;
+                t = st + 1;
+            }
+            (_, Some((dp, dt))) => {
+                double = Some((dp, dt + 1));
+                star = None;
+                p = dp;
+                t = dt + 1;
+            }
+            _ => return false,
+        }
+    }
+    while pat.get(p) == Some(&b'*') {
+        p += 1;
+    }
+    p == pat.len()
+}
+
 /// Lists the files under `dir`. An unreadable subdirectory is skipped with a note; an
 /// unreadable `dir` itself is an error.
 pub fn walk(dir: &Path) -> std::io::Result<Walk> {
+    walk_filtered(dir, &Filter::default())
+}
+
+/// [`walk`], keeping only what `filter` takes.
+pub fn walk_filtered(dir: &Path, filter: &Filter) -> std::io::Result<Walk> {
     let mut out = Walk::default();
     // Explicit stack: depth is bounded and no recursion depends on the tree.
     let mut stack: Vec<(PathBuf, usize)> = vec![(dir.to_path_buf(), 0)];
@@ -60,6 +152,17 @@ pub fn walk(dir: &Path) -> std::io::Result<Walk> {
                 continue;
             };
             let ft = meta.file_type();
+            let rel = p
+                .strip_prefix(dir)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .replace('\\', "/");
+            if ft.is_dir() && !filter.enters_dir(&rel) {
+                continue;
+            }
+            if !ft.is_dir() && !filter.takes_file(&rel) {
+                continue;
+            }
             if ft.is_dir() {
                 if depth + 1 >= MAX_DEPTH {
                     out.skipped.push((p, "too deep".into()));
@@ -100,6 +203,23 @@ pub fn looks_binary(head: &[u8]) -> bool {
         .filter(|b| **b < 0x20 && !matches!(**b, b'\n' | b'\r' | b'\t' | 0x0c | 0x1b))
         .count();
     control * 10 > sample.len()
+}
+
+/// Whether a file's first bytes are a report oomdoctor wrote (any `--format`, or a
+/// bundle). A report saved into the directory it diagnosed quotes the log lines it found;
+/// read again on the next run, it would add each incident once more (1, 2, 4, ...).
+pub fn is_own_report(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+    let first = text.lines().next().unwrap_or("");
+    let heading = first.trim_start_matches('#').trim_start();
+    (first.starts_with("oomdoctor: ") && first.contains(" incident"))
+        || first.starts_with("✓ no out-of-memory incident found in ")
+        || (first.starts_with('#') && heading.starts_with("oomdoctor"))
+        || (first.starts_with("::") && text.contains("title=oomdoctor"))
+        || (first.starts_with('{')
+            && (text.contains("\"name\": \"oomdoctor\"") || text.contains("sarif-schema")))
+        || text.contains("<testsuites name=\"oomdoctor\"")
+        || text.contains("<meta name=\"generator\" content=\"oomdoctor")
 }
 
 /// Threads used for reading inputs: the machine's parallelism, at most 8.
@@ -164,6 +284,29 @@ mod tests {
         assert_eq!(names, vec!["a.log", "b/deeper/c.log", "z.log"]);
         assert!(walk(&root.join("missing")).is_err());
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match(b"*.log", b"rank0.log"));
+        assert!(!glob_match(b"*.log", b"a/rank0.log"));
+        assert!(glob_match(b"**/*.log", b"a/b/rank0.log"));
+        assert!(glob_match(b"**/*.log", b"rank0.log"));
+        assert!(glob_match(b"rank?.log", b"rank7.log"));
+        assert!(!glob_match(b"rank?.log", b"rank10.log"));
+        assert!(glob_match(b"runs/**", b"runs/a/b"));
+        assert!(!glob_match(b"*.log", b"x.log.gz"));
+        assert!(glob_match(b"*a*b*c*", b"xaybzc"));
+        let f = Filter {
+            include: vec!["*.log".into()],
+            exclude: vec!["checkpoints".into(), "old/*.log".into()],
+        };
+        assert!(f.takes_file("rank0.log"));
+        assert!(f.takes_file("a/rank0.log"));
+        assert!(!f.takes_file("gpu.csv"));
+        assert!(!f.takes_file("old/rank0.log"));
+        assert!(!f.enters_dir("checkpoints"));
+        assert!(f.enters_dir("old"));
     }
 
     #[test]

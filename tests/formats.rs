@@ -120,7 +120,7 @@ fn markdown_report() {
     check_markdown(&md);
     assert!(md.starts_with("## oomdoctor: 1 incident"), "{md}");
     assert!(md.contains("### ✖ `fragmentation` — confidence "), "{md}");
-    assert!(md.contains("| Points | Evidence | Line |"));
+    assert!(md.contains("| Weight | Evidence | Line |"));
     assert!(
         md.lines()
             .any(|l| l.starts_with("| +") && l.contains(" | 8.47 GiB was reserved"))

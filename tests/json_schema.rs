@@ -166,10 +166,10 @@ fn optional_fields_match_the_schema_and_stay_optional() {
     );
     // Without plot data the optional fields are absent.
     let plain = serde_json::to_value(&d).unwrap();
-    for k in ["series", "snapshots", "skipped"] {
+    for k in ["series", "snapshots", "skipped", "repeats"] {
         assert!(plain.get(k).is_none(), "{k} should be absent when empty");
     }
-    for k in ["series", "snapshots", "skipped"] {
+    for k in ["series", "snapshots", "skipped", "repeats"] {
         assert!(
             !root["required"].as_array().unwrap().iter().any(|r| r == k),
             "{k} must stay optional"
@@ -182,12 +182,21 @@ fn optional_fields_match_the_schema_and_stay_optional() {
         kind: "binary".into(),
         reason: "binary data".into(),
     });
+    // The same incident from a second rank's log: one problem, listed in `repeats`.
+    let mut copy = d.incidents[0].clone();
+    copy.id = 2;
+    copy.location.input = "rank1.log".into();
+    d.incidents.push(copy);
+    d.group_repeats();
+    assert_eq!(d.repeats.len(), 1);
     let v = serde_json::to_value(&d).unwrap();
     let mut errors = Vec::new();
     validate(&root, &root, &v, "$", &mut errors);
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     assert!(v["series"][0]["points"][0].is_array());
     assert_eq!(v["snapshots"][0]["segments"][0]["blocks"][0]["offset"], 0);
+    assert_eq!(v["repeats"][0]["incidents"], serde_json::json!([1, 2]));
+    assert_eq!(v["repeats"][0]["locations"][1]["input"], "rank1.log");
 }
 
 fn glob_logs(dir: &str) -> Vec<String> {

@@ -227,3 +227,50 @@ fn wrong_shapes_are_not_snapshots() {
     let a = read_snapshot(&pickle(&P::List(vec![])), &input, &PickleLimits::default()).unwrap();
     assert!(a.devices().is_empty());
 }
+
+/// A size that does not fit a byte count is left out and the user is told where and what
+/// it was (issue 14: a block of 2^70 bytes was shown as "0 bytes" without a word).
+#[test]
+fn out_of_range_sizes_are_reported_with_their_place() {
+    let block = P::Dict(vec![
+        ("address", P::Int(4096)),
+        ("size", P::Int(1 << 70)),
+        ("requested_size", P::Int(-1)),
+        ("state", P::Str("active_allocated")),
+        ("frames", P::List(vec![])),
+    ]);
+    let seg = P::Dict(vec![
+        ("device", P::Int(0)),
+        ("address", P::Int(4096)),
+        ("total_size", P::Int(1 << 20)),
+        ("allocated_size", P::Int(0)),
+        ("active_size", P::Int(0)),
+        ("requested_size", P::Int(0)),
+        ("stream", P::Int(0)),
+        ("segment_type", P::Str("large")),
+        ("frames", P::List(vec![])),
+        ("blocks", P::List(vec![block])),
+    ]);
+    let snap = P::Dict(vec![
+        ("segments", P::List(vec![seg])),
+        ("device_traces", P::List(vec![P::List(vec![])])),
+    ]);
+    let dir = std::env::temp_dir().join(format!("oomdoctor-range-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("range.pickle");
+    std::fs::write(&path, pickle(&snap)).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomdoctor"))
+        .arg(&path)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let w = v["inputs"][0]["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        w.contains("1180591620717411303424 does not fit in 64 bits"),
+        "{v:#}"
+    );
+    assert!(w.contains("-1 is negative"), "{w}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -165,11 +165,9 @@ impl Cfg<'_> {
     }
 
     fn bad(&self, key: &str, v: &Value, expected: &str) -> ConfigError {
-        let mut value = v.to_string();
-        if value.len() > 60 {
-            value.truncate(60);
-            value.push('…');
-        }
+        // Cut at a character boundary: the value is the stranger's text, and a multi-byte
+        // character across byte 60 made `String::truncate` panic.
+        let value = crate::render::text::clip(&v.to_string(), 60);
         ConfigError::BadValue {
             input: self.input.to_string(),
             key: key.to_string(),
@@ -476,6 +474,26 @@ fn build(cfg: &Cfg) -> Result<Geometry, ConfigError> {
             ("num_attention_heads", 0)
         };
         return Err(cfg.bad(key, &Value::from(v), "a positive integer"));
+    }
+
+    // Absurd head geometry is refused with its key rather than quietly replaced: zero KV
+    // heads (or more KV heads than query heads) and a zero head_dim make every KV-cache
+    // number that follows wrong.
+    if let Some((v, key)) = cfg.uint(KV_KEYS, false, MAX_HEADS)? {
+        if v == 0 || v > heads {
+            return Err(cfg.bad(
+                &key,
+                &Value::from(v),
+                &format!("an integer from 1 to the {heads} attention heads"),
+            ));
+        }
+    }
+    if let Some((0, key)) = cfg.uint(
+        &["head_dim", "attention_head_dim", "kv_channels"],
+        false,
+        MAX_DIM,
+    )? {
+        return Err(cfg.bad(&key, &Value::from(0u64), "a positive integer"));
     }
 
     // KV heads: explicit, multi-query flags, or one per attention head (plain MHA).
@@ -1172,6 +1190,44 @@ fn read_vision(cfg: &Cfg, g: &mut Geometry) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_head_geometry_is_refused_with_its_key() {
+        let base = r#""num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 8"#;
+        for (extra, key) in [
+            (r#""num_key_value_heads": 0"#, "num_key_value_heads"),
+            (r#""num_key_value_heads": 16"#, "num_key_value_heads"),
+            (r#""head_dim": 0"#, "head_dim"),
+        ] {
+            let e = parse_config(&format!("{{{base}, {extra}}}"), "c.json").unwrap_err();
+            assert!(matches!(e, ConfigError::BadValue { .. }), "{e}");
+            assert!(e.to_string().contains(key), "{e}");
+        }
+        let g = parse_config(
+            &format!(r#"{{{base}, "num_key_value_heads": 2}}"#),
+            "c.json",
+        )
+        .unwrap();
+        assert_eq!((g.num_kv_heads, g.head_dim), (2, 8));
+    }
+
+    #[test]
+    fn a_bad_value_with_multibyte_characters_is_cut_at_a_character_boundary() {
+        // Found by the `model_config` fuzz target: a bad value whose quoted form has a
+        // multi-byte character across byte 60 panicked in `String::truncate`. Every offset
+        // of the character around the cut is tried.
+        for pad in 50..64 {
+            for ch in ["é", "€", "😀"] {
+                let value = format!("{}{}", "x".repeat(pad), ch.repeat(8));
+                let cfg = format!(
+                    r#"{{"num_hidden_layers": "{value}", "hidden_size": 1, "num_attention_heads": 1}}"#
+                );
+                let e = parse_config(&cfg, "c.json").unwrap_err();
+                assert!(matches!(e, ConfigError::BadValue { .. }), "{e}");
+                assert!(e.to_string().contains('…'), "{e}");
+            }
+        }
+    }
 
     #[test]
     fn gpt2_parameter_count_is_exact() {

@@ -139,6 +139,62 @@ pub struct LoadedModel {
     pub model_ref: String,
 }
 
+/// A Hugging Face Hub id (`org/name`), not a path.
+fn is_hub_id(s: &str) -> bool {
+    let mut parts = s.split('/');
+    let ok = |p: Option<&str>| {
+        p.is_some_and(|p| {
+            !p.is_empty()
+                && p != "."
+                && p != ".."
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        })
+    };
+    ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
+}
+
+/// What to pass an engine as the model: the Hub id the config names (`_name_or_path`), the
+/// one a Hugging Face cache path spells (`models--org--name/snapshots/<rev>/config.json`),
+/// else the directory holding config.json as a path (`./model`), since a folder name alone
+/// reads as a Hub id. A config saved under another name is named by its stem.
+fn model_ref(path: &Path, name: Option<&str>, display: &str) -> String {
+    if let Some(n) = name.filter(|n| is_hub_id(n)) {
+        return n.to_string();
+    }
+    let cached = path.ancestors().find_map(|a| {
+        let dir = a.file_name()?.to_str()?;
+        let rest = dir.strip_prefix("models--")?;
+        let (org, model) = rest.split_once("--")?;
+        let id = format!("{org}/{model}");
+        is_hub_id(&id).then_some(id)
+    });
+    if let Some(id) = cached {
+        return id;
+    }
+    if let Some(n) = name {
+        return n.to_string();
+    }
+    let is_config = path.file_name().is_some_and(|n| n == "config.json");
+    match (
+        is_config,
+        path.parent().filter(|p| !p.as_os_str().is_empty()),
+    ) {
+        (true, Some(dir)) => {
+            let d = dir.display().to_string();
+            if dir.is_relative() && !d.starts_with('.') {
+                format!("./{d}")
+            } else {
+                d
+            }
+        }
+        _ => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| display.to_string()),
+    }
+}
+
 /// Reads a model: a GGUF file (by its magic), a `config.json`, or a directory holding a
 /// `config.json` or a single `.gguf`.
 pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
@@ -178,6 +234,15 @@ pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
             }),
         };
     }
+    // A device (`/dev/zero`), FIFO or socket has no end to read to, and opening a FIFO
+    // blocks until something writes to it: only regular files are models.
+    if !meta.is_file() {
+        return Err(PlanError::Model {
+            path: display,
+            problem: "not a regular file (a device, FIFO or socket); nothing was read".to_string(),
+            help: "--model takes a config.json or a .gguf file".to_string(),
+        });
+    }
     let mut file = std::fs::File::open(path).map_err(io)?;
     let mut magic = [0u8; 4];
     let n = file.read(&mut magic).map_err(io)?;
@@ -204,34 +269,38 @@ pub fn load_model(path: &Path) -> Result<LoadedModel, PlanError> {
                 .to_string(),
         });
     }
-    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::InvalidData => PlanError::Model {
-            path: display.clone(),
-            problem: "neither a GGUF file nor UTF-8 JSON".to_string(),
+    // Bounded even if the file grows after the size check.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(config::MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(io)?;
+    if bytes.len() as u64 > config::MAX_CONFIG_BYTES {
+        return Err(PlanError::Model {
+            path: display,
+            problem: format!(
+                "more than {} bytes is too large for a config.json",
+                config::MAX_CONFIG_BYTES
+            ),
             help: "--model takes a config.json or a .gguf (safetensors weights are not read)"
                 .to_string(),
-        },
-        _ => PlanError::Io {
-            path: display.clone(),
-            source: e,
-        },
-    })?;
+        });
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidData))
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidData => PlanError::Model {
+                path: display.clone(),
+                problem: "neither a GGUF file nor UTF-8 JSON".to_string(),
+                help: "--model takes a config.json or a .gguf (safetensors weights are not read)"
+                    .to_string(),
+            },
+            _ => PlanError::Io {
+                path: display.clone(),
+                source: e,
+            },
+        })?;
     let g = config::parse_config(&text, &display)?;
-    // Engines take the HF id, or the directory holding config.json; a config saved under
-    // another name is named by its stem.
-    let model_ref = g.name.clone().unwrap_or_else(|| {
-        let is_config = path.file_name().is_some_and(|n| n == "config.json");
-        match (
-            is_config,
-            path.parent().filter(|p| !p.as_os_str().is_empty()),
-        ) {
-            (true, Some(dir)) => dir.display().to_string(),
-            _ => path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| display.clone()),
-        }
-    });
+    let model_ref = model_ref(path, g.name.as_deref(), &display);
     Ok(LoadedModel {
         geometry: g,
         path: display,
@@ -977,6 +1046,25 @@ pub fn render_human(report: &PlanReport, explain: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_ref_prefers_a_hub_id() {
+        let p = Path::new("model/config.json");
+        assert_eq!(
+            model_ref(p, Some("meta-llama/Llama-3.1-8B"), "x"),
+            "meta-llama/Llama-3.1-8B"
+        );
+        assert_eq!(model_ref(p, None, "x"), "./model");
+        let cache = Path::new(
+            "/root/.cache/huggingface/hub/models--Qwen--Qwen2.5-7B/snapshots/abc/config.json",
+        );
+        assert_eq!(model_ref(cache, Some("/tmp/ckpt"), "x"), "Qwen/Qwen2.5-7B");
+        assert_eq!(
+            model_ref(p, Some("/workspace/ckpt"), "x"),
+            "/workspace/ckpt"
+        );
+        assert!(!is_hub_id("/abs/path") && !is_hub_id("a/b/c") && !is_hub_id("model"));
+    }
     use clap::Parser;
 
     /// How the integrator will mount the arguments.

@@ -89,6 +89,7 @@ pub fn snapshot_summary(p: &SnapshotPlot) -> String {
 
 /// Renders the bundle as markdown (not yet redacted).
 pub fn render(d: &Diagnosis, extras: &Extras) -> String {
+    let d = &super::terminal::sanitized(d);
     let mut out = String::new();
     if !extras.environment.is_empty() {
         let _ = writeln!(out, "## Environment\n\n| | | |\n|---|---|---|");

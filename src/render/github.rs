@@ -45,6 +45,8 @@ fn command(kind: &str, props: &[(&str, String)], message: &str) -> String {
 
 /// Renders the workflow commands.
 pub fn render(d: &Diagnosis, policy: &Policy) -> String {
+    // The job log is a terminal emulator in the browser: no control characters from inputs.
+    let d = &super::terminal::sanitized(d);
     let mut out = String::new();
     for r in &d.incidents {
         let kind = if policy.fails(r) { "error" } else { "warning" };
@@ -83,7 +85,9 @@ pub fn render(d: &Diagnosis, policy: &Policy) -> String {
             &e.message,
         ));
     }
-    if d.incidents.is_empty() {
+    // With an input that could not be read, its warning above is the news, not "nothing
+    // found".
+    if d.incidents.is_empty() && d.errors.is_empty() {
         out.push_str(&command(
             "notice",
             &[("title", "oomdoctor".into())],
@@ -146,12 +150,14 @@ pub fn render(d: &Diagnosis, policy: &Policy) -> String {
     out
 }
 
-/// A plain line of the job log: it must not start with `::`, or the runner would read it
-/// as a command.
+/// A plain line of the job log must not be read as a command. The runner trims leading
+/// whitespace before it looks for `::name::` and also obeys the legacy `##[name]` form, so a
+/// line whose text starts with either after any whitespace gets a visible marker in front.
 fn escape_line(s: &str) -> String {
     let s = s.replace(['\r', '\n'], " ");
-    if s.starts_with("::") {
-        format!(" {s}")
+    let t = s.trim_start();
+    if t.starts_with("::") || t.starts_with("##") {
+        format!("› {t}")
     } else {
         s
     }
@@ -172,6 +178,10 @@ mod tests {
             "::error file=a%2Cb%3Ac.log,line=3::50%25 done%0Anext\n"
         );
         assert_eq!(command("notice", &[], "x"), "::notice::x\n");
-        assert_eq!(escape_line("::stop-commands::x"), " ::stop-commands::x");
+        assert_eq!(escape_line("::stop-commands::x"), "› ::stop-commands::x");
+        assert_eq!(escape_line(" \t ::error::x"), "› ::error::x");
+        assert_eq!(escape_line("##[error]x"), "› ##[error]x");
+        assert_eq!(escape_line("\u{a0}##[warning]x"), "› ##[warning]x");
+        assert_eq!(escape_line("a ::error::x"), "a ::error::x");
     }
 }

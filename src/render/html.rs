@@ -65,7 +65,7 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
     for (i, s) in d.snapshots.iter().enumerate() {
         snapshot_section(s, i, &mut body);
     }
-    for r in &d.incidents {
+    for r in d.distinct_incidents() {
         details(d, r, &mut body);
     }
     inputs_section(d, &mut body);
@@ -95,7 +95,15 @@ fn header(d: &Diagnosis, out: &mut String) {
     let _ = writeln!(
         out,
         "<header class=\"top\"><div class=\"brand\">oomdoctor</div><div class=\"meta\">{} in {inputs}</div></header>",
-        count(d.incidents.len(), "incident")
+        {
+            let distinct = d.distinct_incidents().count();
+            let all = count(d.incidents.len(), "incident");
+            if distinct < d.incidents.len() {
+                format!("{all} ({distinct} distinct)")
+            } else {
+                all
+            }
+        }
     );
 }
 
@@ -116,12 +124,12 @@ fn verdicts(d: &Diagnosis, opts: &Options, out: &mut String) {
             }
         );
     }
-    for r in &d.incidents {
+    for r in d.distinct_incidents() {
         let fails = opts.policy.fails(r);
         let class = if fails { "fail" } else { "warn" };
         let _ = writeln!(
             out,
-            "<article class=\"card verdict {class}\" id=\"verdict-{}\">\n<div class=\"cause-line\"><span class=\"badge {class}\">{}</span><span class=\"conf\" title=\"share of the evidence points this cause earned\">confidence <b>{:.2}</b><span class=\"meter\"><span style=\"width:{:.0}%\"></span></span></span>{}</div>",
+            "<article class=\"card verdict {class}\" id=\"verdict-{}\">\n<div class=\"cause-line\"><span class=\"badge {class}\">{}</span><span class=\"conf\" title=\"the probability of this cause given the evidence\">confidence <b>{:.2}</b><span class=\"meter\"><span style=\"width:{:.0}%\"></span></span></span>{}</div>",
             r.id,
             esc(r.cause.id()),
             r.confidence,
@@ -152,12 +160,21 @@ fn verdicts(d: &Diagnosis, opts: &Options, out: &mut String) {
                     .unwrap_or_default()
             );
         }
+        let repeats = d.repeats_of(r);
         let _ = writeln!(
             out,
-            "<p class=\"where\">first seen at <code>{}</code> · fingerprint <code>{}</code> · <a href=\"#incident-{}\">evidence and all fixes</a></p>\n</article>",
+            "<p class=\"where\">first seen at <code>{}</code> · fingerprint <code>{}</code> · <a href=\"#incident-{}\">evidence and all fixes</a></p>{}\n</article>",
             esc(&location(&r.location)),
             esc(&r.fingerprint),
-            r.id
+            r.id,
+            if repeats.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "<p class=\"where\">{}</p>",
+                    esc(&text::also_seen(r, &repeats))
+                )
+            }
         );
     }
     out.push_str("</section>\n");

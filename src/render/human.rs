@@ -110,7 +110,10 @@ type Label = (usize, usize, String);
 /// Splits the labels of one line into windows of at most `max` bytes and crops the line to
 /// each window. Returns (excerpt, labels shifted into it) per window.
 fn crop(text: &str, labels: &[Label], max: usize) -> Vec<(String, Vec<Label>, isize)> {
-    if text.len() <= max {
+    // How far right a label reaches: miette writes its text after a `╰── ` from the middle
+    // of the underline, so the window must hold that too.
+    let reach = |l: &Label| l.1.max((l.0 + l.1) / 2 + 5 + l.2.chars().count());
+    if text.len() <= max && labels.iter().all(|l| reach(l) <= max) {
         return vec![(text.to_string(), labels.to_vec(), 0)];
     }
     let mut sorted = labels.to_vec();
@@ -119,7 +122,7 @@ fn crop(text: &str, labels: &[Label], max: usize) -> Vec<(String, Vec<Label>, is
     let mut clusters: Vec<Vec<Label>> = Vec::new();
     for l in sorted {
         match clusters.last_mut() {
-            Some(c) if l.1.saturating_sub(c[0].0) <= max.saturating_sub(8) => c.push(l),
+            Some(c) if reach(&l).saturating_sub(c[0].0) <= max.saturating_sub(8) => c.push(l),
             _ => clusters.push(vec![l]),
         }
     }
@@ -130,22 +133,31 @@ fn crop(text: &str, labels: &[Label], max: usize) -> Vec<(String, Vec<Label>, is
         .into_iter()
         .map(|c| {
             let lo = c.first().map(|l| l.0).unwrap_or(0);
-            let hi = c.iter().map(|l| l.1).max().unwrap_or(0).max(lo);
+            let hi = c.iter().map(reach).max().unwrap_or(0).max(lo);
             let spare = max.saturating_sub(hi - lo);
             let mut start = lo.saturating_sub(spare / 4).min(text.len());
             while start > 0 && !text.is_char_boundary(start) {
                 start -= 1;
             }
-            let mut end = (start + max).min(text.len()).max(hi.min(text.len()));
-            // Prefer to start at a word boundary.
-            if let Some(sp) = text[..start].rfind(' ') {
-                if start - sp < 12 {
-                    start = sp + 1;
-                }
+            // Prefer to start at a word boundary: a little to the left when the window still
+            // holds the labels, else a little to the right, before the first label.
+            let left = text[..start]
+                .rfind(' ')
+                .filter(|sp| start - sp < 12 && hi <= sp + 1 + max);
+            let right = || {
+                text.get(start..lo.min(text.len()))
+                    .and_then(|s| s.find(' '))
+                    .map(|k| start + k)
+                    .filter(|sp| sp - start < 12)
+            };
+            if let Some(sp) = left.or_else(right) {
+                start = sp + 1;
             }
             while start > 0 && !text.is_char_boundary(start) {
                 start -= 1;
             }
+            let real_hi = c.iter().map(|l| l.1).max().unwrap_or(0).max(lo);
+            let mut end = (start + max).min(text.len()).max(real_hi.min(text.len()));
             while end < text.len() && !text.is_char_boundary(end) {
                 end += 1;
             }
@@ -271,6 +283,45 @@ fn snippets(report: &IncidentReport, style: &Style, series_inputs: &[&str]) -> S
     out
 }
 
+/// A fix's action laid out in `room` columns. Code and commands stay whole so they can be
+/// copied; a trailing `# comment` that does not fit moves to lines of its own, and an
+/// action written as a sentence is word-wrapped.
+fn action_lines(action: &str, room: usize) -> Vec<String> {
+    use super::text::{cols, wrap};
+    let mut out = Vec::new();
+    for line in action.lines() {
+        if cols(line) <= room {
+            out.push(line.to_string());
+            continue;
+        }
+        if let Some(at) = line.find("  # ") {
+            let (code, comment) = (line[..at].trim_end(), line[at..].trim_start());
+            out.push(code.to_string());
+            let comment = comment.trim_start_matches('#').trim_start();
+            out.extend(
+                wrap(comment, room, 2, 2)
+                    .into_iter()
+                    .map(|l| format!("# {l}")),
+            );
+            continue;
+        }
+        let mut words = line.split(' ');
+        let wordy = |w: Option<&str>| {
+            w.is_some_and(|w| {
+                !w.is_empty()
+                    && w.chars()
+                        .all(|c| c.is_alphabetic() || c == '\'' || c == '-')
+            })
+        };
+        if wordy(words.next()) && wordy(words.next()) {
+            out.extend(wrap(line, room, 0, 0));
+        } else {
+            out.push(line.to_string());
+        }
+    }
+    out
+}
+
 fn first_source(report: &IncidentReport) -> Provenance {
     for name in ["failure.kind", "oom.requested_bytes"] {
         if let Some(f) = report.facts.get(name) {
@@ -301,6 +352,35 @@ fn label_for(facts: &Facts, name: &str) -> String {
     }
 }
 
+/// Writes `lead` (already styled, `lead_cols` columns wide) followed by `text` word-wrapped
+/// to the style's width; continuation lines start `indent` columns in. `paint` styles the
+/// text.
+fn para(
+    out: &mut String,
+    style: &Style,
+    (lead, lead_cols): (&str, usize),
+    indent: usize,
+    text: &str,
+    paint: &dyn Fn(&str) -> String,
+) {
+    for (k, l) in super::text::wrap(text, style.width, lead_cols, indent)
+        .iter()
+        .enumerate()
+    {
+        if k == 0 {
+            let _ = writeln!(out, "{lead}{}", paint(l));
+        } else {
+            let _ = writeln!(out, "{:indent$}{}", "", paint(l));
+        }
+    }
+}
+
+/// A plain indentation as a `para` lead.
+fn indent(n: usize) -> (&'static str, usize) {
+    const SPACES: &str = "                ";
+    (&SPACES[..n.min(SPACES.len())], n.min(SPACES.len()))
+}
+
 fn evidence_block(items: &[EvidenceItem], style: &Style, out: &mut String) {
     for e in items {
         let w = if e.weight >= 0.0 {
@@ -316,7 +396,23 @@ fn evidence_block(items: &[EvidenceItem], style: &Style, out: &mut String) {
                 .map(|s| s.short())
                 .unwrap_or_else(|| e.input.clone()),
         };
-        let _ = writeln!(out, "    {w} {}  {}", e.text, style.dim(&place));
+        // The place is the last word (after two spaces: a no-break space holds the second
+        // while wrapping), dimmed where it ends the last line.
+        let tagged = format!("\u{a0}{place}");
+        let lines = super::text::wrap(&format!("{} {tagged}", e.text), style.width, 10, 10);
+        let last = lines.len().saturating_sub(1);
+        for (k, l) in lines.iter().enumerate() {
+            let l = match l.strip_suffix(tagged.as_str()) {
+                Some(head) if k == last && head.is_empty() => style.dim(&place),
+                Some(head) if k == last => format!("{}  {}", head.trim_end(), style.dim(&place)),
+                _ => l.clone(),
+            };
+            if k == 0 {
+                let _ = writeln!(out, "    {w} {l}");
+            } else {
+                let _ = writeln!(out, "{:10}{l}", "");
+            }
+        }
     }
 }
 
@@ -330,12 +426,15 @@ fn fmt_weight(w: f64) -> String {
 
 /// Renders a whole diagnosis.
 pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
+    // Input text reaches a terminal here: print from a copy without control characters, so
+    // the colour codes below are the only escape sequences in the output.
+    let d = &super::terminal::sanitized(d);
     let mut out = String::new();
     let inputs: Vec<String> = d
         .inputs
         .iter()
         .map(|i| match i.lines {
-            Some(l) => format!("{} ({} lines)", i.name, l),
+            Some(l) => format!("{} ({})", i.name, super::text::count(l as usize, "line")),
             None => format!("{} ({})", i.name, i.kind),
         })
         .collect();
@@ -344,13 +443,16 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
     } else {
         inputs.join(", ")
     };
-    if d.incidents.is_empty() {
+    if d.incidents.is_empty() && !d.errors.is_empty() {
+        // An input that could not be read never yields a success line: what it held is
+        // unknown.
         let _ = writeln!(
             out,
-            "{} no out-of-memory incident found in {}",
-            style.green("✓"),
+            "{} {} could not be read (see above); no out-of-memory incident in {}",
+            style.yellow("!"),
+            super::text::count(d.errors.len(), "input"),
             if inputs.is_empty() {
-                "the input".into()
+                "the rest".into()
             } else {
                 inputs
             }
@@ -358,6 +460,24 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         snapshot_summaries(d, style, &mut out);
         series_summaries(d, &[], style, &mut out);
         skipped(d, style, &mut out);
+        warnings(d, style, &mut out);
+        return out;
+    }
+    if d.incidents.is_empty() {
+        let text = format!(
+            "no out-of-memory incident found in {}",
+            if inputs.is_empty() {
+                "the input".into()
+            } else {
+                inputs
+            }
+        );
+        let lead = format!("{} ", style.green("✓"));
+        para(&mut out, style, (&lead, 2), 2, &text, &|l| l.to_string());
+        snapshot_summaries(d, style, &mut out);
+        series_summaries(d, &[], style, &mut out);
+        skipped(d, style, &mut out);
+        warnings(d, style, &mut out);
         return out;
     }
     let series_inputs: Vec<&str> = d
@@ -367,48 +487,75 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         .map(|i| i.name.as_str())
         .collect();
     let mut charted: Vec<&crate::plot::SeriesPlot> = Vec::new();
-    let _ = writeln!(
-        out,
-        "{} {} in {}",
-        style.bold("oomdoctor:"),
-        if d.incidents.len() == 1 {
-            "1 incident".to_string()
+    let distinct = d.distinct_incidents().count();
+    let head = format!(
+        "{}{} in {inputs}",
+        super::text::count(d.incidents.len(), "incident"),
+        if distinct < d.incidents.len() {
+            format!(" ({distinct} distinct)")
         } else {
-            format!("{} incidents", d.incidents.len())
-        },
-        inputs
+            String::new()
+        }
     );
-    for r in &d.incidents {
+    let lead = format!("{} ", style.bold("oomdoctor:"));
+    para(&mut out, style, (&lead, 11), 2, &head, &|l| l.to_string());
+    for r in d.distinct_incidents() {
         let _ = writeln!(out);
-        let _ = writeln!(
-            out,
-            "{} {} {}",
-            style.red(&format!("✖ {}", r.cause)),
-            style.bold(&format!("(confidence {:.2})", r.confidence)),
-            r.summary
+        // An undetermined incident names both contenders in its headline.
+        let contender = r.alternatives.first().filter(|_| !r.determined);
+        let cause = match contender {
+            Some(a) => format!("✖ {} or {}", r.cause, a.cause),
+            None => format!("✖ {}", r.cause),
+        };
+        let confidence = match contender {
+            Some(a) => format!("(undetermined: {:.2} vs {:.2})", r.confidence, a.confidence),
+            None => format!("(confidence {:.2})", r.confidence),
+        };
+        let lead = format!("{} {} ", style.red(&cause), style.bold(&confidence));
+        let lead_cols = super::text::cols(&cause) + super::text::cols(&confidence) + 2;
+        if lead_cols + 30 > style.width {
+            // Two contenders make a long lead: the summary goes under it.
+            let _ = writeln!(out, "{}", lead.trim_end());
+            para(&mut out, style, indent(2), 2, &r.summary, &|l| {
+                l.to_string()
+            });
+        } else {
+            para(&mut out, style, (&lead, lead_cols), 2, &r.summary, &|l| {
+                l.to_string()
+            });
+        }
+        let dim = |l: &str| style.dim(l);
+        let headline = format!("incident {} · {}", r.id, super::text::headline(r));
+        para(&mut out, style, indent(2), 4, &headline, &dim);
+        let first_seen = format!(
+            "first seen at {}{} · fingerprint {}",
+            r.location.input,
+            r.location.line.map(|l| format!(":{l}")).unwrap_or_default(),
+            r.fingerprint
         );
-        let _ = writeln!(
-            out,
-            "  {}",
-            style.dim(&format!("incident {} · {}", r.id, super::text::headline(r)))
-        );
-        let _ = writeln!(
-            out,
-            "  {}",
-            style.dim(&format!(
-                "first seen at {}{} · fingerprint {}",
-                r.location.input,
-                r.location.line.map(|l| format!(":{l}")).unwrap_or_default(),
-                r.fingerprint
-            ))
-        );
+        para(&mut out, style, indent(2), 4, &first_seen, &dim);
+        let repeats = d.repeats_of(r);
+        if !repeats.is_empty() {
+            let also = super::text::also_seen(r, &repeats);
+            para(&mut out, style, indent(2), 4, &also, &dim);
+        }
         out.push_str(&snippets(r, style, &series_inputs));
-        let _ = writeln!(
-            out,
-            "  {}",
-            style.bold(&format!("Why {}: {}", r.cause, r.title.to_lowercase()))
-        );
+        let why = format!("Why {}: {}", r.cause, r.title.to_lowercase());
+        para(&mut out, style, indent(2), 4, &why, &|l| style.bold(l));
         evidence_block(&r.evidence, style, &mut out);
+        if let Some(a) = contender {
+            // Both contenders with their evidence, and what would separate them.
+            let why = format!("Why {} instead: {}", a.cause, a.summary);
+            para(&mut out, style, indent(2), 4, &why, &|l| style.bold(l));
+            evidence_block(&a.evidence, style, &mut out);
+        }
+        if let Some(settle) = &r.settle {
+            let lead = format!("  {} ", style.bold("To tell them apart, add:"));
+            let cols = 2 + super::text::cols("To tell them apart, add:") + 1;
+            para(&mut out, style, (&lead, cols), 4, settle, &|l| {
+                l.to_string()
+            });
+        }
         if let Some(p) = incident_series(r, style, d, &mut out) {
             charted.push(p);
         }
@@ -419,10 +566,16 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
                 style.bold("What to change, most likely to help first")
             );
             for f in &r.fixes {
-                let _ = writeln!(out, "    {}. {}", f.rank, f.title);
-                let _ = writeln!(out, "       {}", style.cyan(&f.action));
+                let lead = format!("    {}. ", f.rank);
+                let cols = lead.len();
+                para(&mut out, style, (&lead, cols), 7, &f.title, &|l| {
+                    l.to_string()
+                });
+                for line in action_lines(&f.action, style.width.saturating_sub(7)) {
+                    let _ = writeln!(out, "       {}", style.cyan(&line));
+                }
                 if let Some(why) = &f.why {
-                    let _ = writeln!(out, "       {}", style.dim(why));
+                    para(&mut out, style, indent(7), 7, why, &|l| style.dim(l));
                 }
                 if explain {
                     for v in &f.values {
@@ -451,13 +604,11 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         if !r.alternatives.is_empty() {
             let _ = writeln!(out, "  {}", style.bold("Also considered"));
             for a in &r.alternatives {
-                let _ = writeln!(
-                    out,
-                    "    {} {:.2}  {}",
-                    a.cause,
-                    a.confidence,
-                    style.dim(&a.summary)
-                );
+                let lead = format!("    {} {:.2}  ", a.cause, a.confidence);
+                let cols = super::text::cols(&lead);
+                para(&mut out, style, (&lead, cols), 6, &a.summary, &|l| {
+                    style.dim(l)
+                });
                 if explain {
                     evidence_block(&a.evidence, style, &mut out);
                 }
@@ -480,6 +631,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         summary(d, style, &mut out);
     }
     skipped(d, style, &mut out);
+    warnings(d, style, &mut out);
     snapshot_summaries(d, style, &mut out);
     series_summaries(d, &charted, style, &mut out);
     if !d.errors.is_empty() {
@@ -489,6 +641,29 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
             "{} {} input(s) could not be read (see above)",
             style.yellow("!"),
             d.errors.len()
+        );
+    }
+    out
+}
+
+/// `--quiet`: one line per distinct incident (cause, confidence, where it was first seen,
+/// how often, the sentence with the numbers); nothing when no incident was found.
+pub fn render_quiet(d: &Diagnosis, style: &Style) -> String {
+    let mut out = String::new();
+    for r in d.distinct_incidents() {
+        let n = 1 + d.repeats_of(r).len();
+        let _ = writeln!(
+            out,
+            "{} {} {}{}: {}",
+            style.red(&format!("✖ {}", r.cause)),
+            style.bold(&format!("{:.2}", r.confidence)),
+            super::text::location(&r.location),
+            if n > 1 {
+                format!(" (seen in {n} places)")
+            } else {
+                String::new()
+            },
+            r.summary
         );
     }
     out
@@ -529,20 +704,26 @@ fn summary(d: &Diagnosis, style: &Style, out: &mut String) {
         );
     }
     for g in &s.repeated {
-        let _ = writeln!(
-            out,
-            "  {}",
-            style.dim(&format!(
-                "incidents {} are one problem ({}, fingerprint {})",
-                g.incidents
-                    .iter()
-                    .map(|i| i.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                g.cause,
-                g.fingerprint
-            ))
+        let text = format!(
+            "incidents {} are one problem ({}, fingerprint {}), shown once",
+            g.incidents
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            g.cause,
+            g.fingerprint
         );
+        para(out, style, indent(2), 4, &text, &|l| style.dim(l));
+    }
+}
+
+/// What the readers had to work around (a gzip log cut before its end).
+fn warnings(d: &Diagnosis, style: &Style, out: &mut String) {
+    for i in &d.inputs {
+        for w in &i.warnings {
+            let _ = writeln!(out, "{} {}: {w}", style.yellow("!"), i.name);
+        }
     }
 }
 
@@ -558,11 +739,8 @@ fn skipped(d: &Diagnosis, style: &Style, out: &mut String) {
         super::text::count(d.skipped.len(), "file")
     );
     for s in &d.skipped {
-        let _ = writeln!(
-            out,
-            "  {}",
-            style.dim(&format!("{} ({}): {}", s.input, s.kind, s.reason))
-        );
+        let text = format!("{} ({}): {}", s.input, s.kind, s.reason);
+        para(out, style, indent(2), 4, &text, &|l| style.dim(l));
     }
 }
 
@@ -584,6 +762,16 @@ fn plot_offset(p: &crate::plot::SeriesPlot, time: &str) -> Option<f64> {
     Some((t - start).num_milliseconds() as f64 / 1000.0)
 }
 
+/// A time as the charts print it (`2025-09-08 03:28:47.217`): the facts hold RFC 3339 in
+/// UTC, but most logs and nvidia-smi captures have no zone, and a `Z` would claim one.
+fn show_time(t: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(t) {
+        Ok(dt) if dt.timestamp_subsec_millis() == 0 => dt.format("%Y-%m-%d %H:%M:%S").to_string(),
+        Ok(dt) => dt.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
+        Err(_) => t.to_string(),
+    }
+}
+
 /// How the series was lined up with the incident, in one sentence naming the inputs.
 fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
     let f = &r.facts;
@@ -599,7 +787,8 @@ fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
     if !from_log {
         return match f.str("series.failure_time") {
             Some(t) => format!(
-                "seen only in {series}: the device filled, then its memory was released (last high sample {t})"
+                "seen only in {series}: the device filled, then its memory was released (last high sample {})",
+                show_time(t)
             ),
             None => format!("seen only in {series}"),
         };
@@ -619,7 +808,8 @@ fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
                 .display("series.failure_gap_seconds")
                 .map_or(String::new(), |g| format!(", {g} after its last sample"));
             format!(
-                "lined up by time: the failure at {t} ({}) falls in {series}{gap}",
+                "lined up by time: the failure at {} ({}) falls in {series}{gap}",
+                show_time(t),
                 at("series.failure_time")
             )
         }
@@ -660,7 +850,9 @@ fn incident_series<'d>(
         style.bold("Memory over time"),
         style.dim(&format!("({}, {})", p.label, p.input))
     );
-    let _ = writeln!(out, "    {}", style.dim(&alignment(r, p)));
+    para(out, style, indent(4), 6, &alignment(r, p), &|l| {
+        style.dim(l)
+    });
     let width = style.width.saturating_sub(24).clamp(40, 72);
     for line in crate::timeseries::plot_chart(p, width, 5, mark, "failure").lines() {
         let _ = writeln!(out, "    {}", style.cyan(line));
@@ -719,19 +911,16 @@ fn series_summaries(
         let total = p
             .total_bytes
             .map_or(String::new(), |t| format!(" of {}", format_bytes(t)));
-        let _ = writeln!(
-            out,
-            "  {} {}",
+        let range = format!(
+            "{} ({}): {} – {}{total}, {} .. {}",
             p.label,
-            style.dim(&format!(
-                "({}): {} – {}{total}, {} .. {}",
-                p.input,
-                format_bytes(lo),
-                format_bytes(hi),
-                crate::timeseries::plot_time(p, t0),
-                crate::timeseries::plot_time(p, t1)
-            ))
+            p.input,
+            format_bytes(lo),
+            format_bytes(hi),
+            crate::timeseries::plot_time(p, t0),
+            crate::timeseries::plot_time(p, t1)
         );
+        para(out, style, indent(2), 4, &range, &|l| style.dim(l));
         let oom = p
             .marks
             .iter()
@@ -826,7 +1015,9 @@ fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
             if let Some(r) = dev.request {
                 free.push_str(&format!("; the failed request was {}", format_bytes(r)));
             }
-            let _ = writeln!(out, "{}", style.dim(&free));
+            para(out, style, indent(4), 6, free.trim_start(), &|l| {
+                style.dim(l)
+            });
             let total: u64 = dev.categories.iter().map(|c| c.bytes).sum();
             for c in &dev.categories {
                 let share = if total > 0 {

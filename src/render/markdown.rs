@@ -113,6 +113,8 @@ fn fix_lang(f: &FixReport) -> &'static str {
 
 /// Renders a whole diagnosis.
 pub fn render(d: &Diagnosis, opts: &Options) -> String {
+    // Markdown is read in terminals too (`oomdoctor --format markdown | less`).
+    let d = &super::terminal::sanitized(d);
     let mut out = String::new();
     let top = opts.heading.max(1);
     let inputs: Vec<String> = d.inputs.iter().map(|i| code(&i.name)).collect();
@@ -123,7 +125,15 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
     } else {
         inputs.join(", ")
     };
-    if d.incidents.is_empty() {
+    if d.incidents.is_empty() && !d.errors.is_empty() {
+        // Not a success: what the unreadable inputs held is unknown.
+        let _ = writeln!(
+            out,
+            "{} oomdoctor: {} could not be read\n\nNo out-of-memory incident in what could be read ({inputs}).",
+            h(top),
+            count(d.errors.len(), "input")
+        );
+    } else if d.incidents.is_empty() {
         let _ = writeln!(
             out,
             "{} oomdoctor: no out-of-memory incident found\n\nRead {inputs}.",
@@ -140,7 +150,7 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
     if d.inputs.len() > 1 {
         summary(d, top + 1, &mut out);
     }
-    for r in &d.incidents {
+    for r in d.distinct_incidents() {
         incident(d, r, opts, top + 1, &mut out);
     }
     if !d.skipped.is_empty() {
@@ -153,6 +163,14 @@ pub fn render(d: &Diagnosis, opts: &Options) -> String {
                 escape(&s.kind),
                 escape(&s.reason)
             );
+        }
+    }
+    if d.inputs.iter().any(|i| !i.warnings.is_empty()) {
+        let _ = writeln!(out, "\n{} Warnings\n", h(top + 1));
+        for i in &d.inputs {
+            for w in &i.warnings {
+                let _ = writeln!(out, "- {}: {}", code(&i.name), escape(w));
+            }
         }
     }
     if !d.errors.is_empty() {
@@ -225,19 +243,49 @@ fn summary(d: &Diagnosis, level: usize, out: &mut String) {
 
 fn incident(d: &Diagnosis, r: &IncidentReport, opts: &Options, level: usize, out: &mut String) {
     let mark = if opts.policy.fails(r) { "✖" } else { "⚠" };
-    let _ = writeln!(
-        out,
-        "\n{} {mark} {} — confidence {:.2}\n",
-        h(level),
-        code(r.cause.id()),
-        r.confidence
-    );
+    match r.alternatives.first().filter(|_| !r.determined) {
+        Some(a) => {
+            let _ = writeln!(
+                out,
+                "\n{} {mark} {} or {} — undetermined ({:.2} vs {:.2})\n",
+                h(level),
+                code(r.cause.id()),
+                code(a.cause.id()),
+                r.confidence,
+                a.confidence
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "\n{} {mark} {} — confidence {:.2}\n",
+                h(level),
+                code(r.cause.id()),
+                r.confidence
+            );
+        }
+    }
     let _ = writeln!(out, "**{}**\n", escape(&r.summary));
+    if let Some(settle) = &r.settle {
+        let _ = writeln!(
+            out,
+            "The evidence does not separate the two causes. **To tell them apart, add:** {}\n",
+            escape(settle)
+        );
+    }
     let _ = writeln!(out, "{}.\n", escape(&r.title));
     let _ = writeln!(out, "| | |\n|---|---|");
     let _ = writeln!(out, "| Incident | {} |", r.id);
     let _ = writeln!(out, "| Failure | {} |", escape(&headline(r)));
     let _ = writeln!(out, "| First seen | {} |", code(&location(&r.location)));
+    let repeats = d.repeats_of(r);
+    if !repeats.is_empty() {
+        let _ = writeln!(
+            out,
+            "| Also seen | {} |",
+            escape(&text::also_seen(r, &repeats))
+        );
+    }
     if let Some(ts) = &r.timestamp {
         let _ = writeln!(out, "| Time | {} |", escape(ts));
     }
@@ -246,7 +294,7 @@ fn incident(d: &Diagnosis, r: &IncidentReport, opts: &Options, level: usize, out
 
     if !r.evidence.is_empty() {
         let _ = writeln!(out, "\n{} Evidence\n", h(level + 1));
-        let _ = writeln!(out, "| Points | Evidence | Line |\n|---:|---|---|");
+        let _ = writeln!(out, "| Weight | Evidence | Line |\n|---:|---|---|");
         for e in &r.evidence {
             let _ = writeln!(
                 out,

@@ -11,6 +11,7 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod sarif;
+pub mod terminal;
 pub(crate) mod text;
 
 use crate::cause::Cause;

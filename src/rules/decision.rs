@@ -89,8 +89,10 @@ pub struct DecisionModel {
     pub determined_posterior: f64,
     /// …and at least this many times the runner-up's…
     pub determined_ratio: f64,
-    /// …and the evidence without the priors favours it over the runner-up by this many nats.
+    /// …and the evidence without the priors favours it over the runner-up by this many nats,
+    /// unless its posterior is at least `determined_without_margin`.
     pub determined_evidence_nats: f64,
+    pub determined_without_margin: f64,
     /// Causes below this posterior are not listed as alternatives.
     pub alternative_floor: f64,
 }
@@ -120,6 +122,7 @@ struct ModelDoc {
     determined_posterior: f64,
     determined_ratio: f64,
     determined_evidence_nats: f64,
+    determined_without_margin: f64,
     alternative_floor: f64,
 }
 
@@ -340,6 +343,7 @@ impl DecisionModel {
             determined_posterior: m.determined_posterior,
             determined_ratio: m.determined_ratio,
             determined_evidence_nats: m.determined_evidence_nats,
+            determined_without_margin: m.determined_without_margin,
             alternative_floor: m.alternative_floor,
         })
     }

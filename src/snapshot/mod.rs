@@ -52,6 +52,15 @@ pub enum SnapshotError {
     /// A readable pickle that holds something other than a snapshot.
     #[error("{input} is not a PyTorch memory snapshot: it holds {found}")]
     NotASnapshot { input: String, found: String },
+    /// More bytes follow the pickle's `STOP`: two pickles in one file, or data appended.
+    #[error(
+        "{input}: {extra} bytes follow the end of the pickle (its STOP is at byte {offset}); a memory snapshot is one pickle and nothing after it"
+    )]
+    Trailing {
+        input: String,
+        offset: u64,
+        extra: u64,
+    },
     /// Walking shared structures would visit far more elements than the file can hold.
     #[error(
         "{input}: reading {path} needed more than {limit} element visits; the file references shared structures far more often than a snapshot does (a memo bomb?)"
@@ -74,6 +83,7 @@ impl miette::Diagnostic for SnapshotError {
             SnapshotError::ExpansionLimit { .. } => {
                 Some(Box::new("oomdoctor::snapshot::expansion_limit"))
             }
+            SnapshotError::Trailing { .. } => Some(Box::new("oomdoctor::snapshot::trailing_data")),
         }
     }
 
@@ -82,6 +92,9 @@ impl miette::Diagnostic for SnapshotError {
             SnapshotError::Pickle { source, .. } => source.help(),
             SnapshotError::NotASnapshot { .. } => Some(Box::new(
                 "a memory snapshot is written by `torch.cuda.memory._dump_snapshot(\"snap.pickle\")` (or `pickle.dump(torch.cuda.memory._snapshot(), f)`) after `torch.cuda.memory._record_memory_history()`; it is a dict with `segments` and `device_traces`, or a bare list of segments",
+            )),
+            SnapshotError::Trailing { .. } => Some(Box::new(
+                "the file holds more than one pickle, or something was appended to it; `torch.cuda.memory._dump_snapshot` writes exactly one",
             )),
             SnapshotError::ExpansionLimit { .. } => Some(Box::new(
                 "real snapshots share frame dicts and lists, but never make a reader visit more than a few elements per byte. If this file is genuine, raise `max_expansion_ratio`",
@@ -108,6 +121,10 @@ pub struct SnapshotAnalysis {
     pub frames: FrameSummary,
     /// Oddities that did not stop the analysis.
     pub anomalies: Anomalies,
+    /// Facts from the hook's sidecar beside the file (`crate::sidecar`), read from the live
+    /// process: they replace what the snapshot's structure only suggests (`torch.version`).
+    #[serde(skip)]
+    pub sidecar: Option<Facts>,
     #[serde(skip)]
     input_name: InputName,
 }
@@ -152,6 +169,7 @@ pub fn read_snapshot(
             input: input.to_string(),
             source,
         })?;
+        check_whole(&pickle, input)?;
         schema::decode(&pickle, limits).map_err(|e| match e {
             schema::DecodeError::NotASnapshot(n) => SnapshotError::NotASnapshot {
                 input: input.to_string(),
@@ -165,6 +183,30 @@ pub fn read_snapshot(
         })?
     };
     Ok(analyze_snapshot(&snap, input))
+}
+
+/// A snapshot file is exactly one pickle that leaves nothing behind. Python's unpickler
+/// ignores what follows `STOP` and what is left under the root, so a second pickle or
+/// appended bytes would otherwise pass as a snapshot with no incident.
+pub fn check_whole(pickle: &Pickle<'_>, input: &InputName) -> Result<(), SnapshotError> {
+    if pickle.end() < pickle.input_len() {
+        return Err(SnapshotError::Trailing {
+            input: input.to_string(),
+            offset: pickle.end().saturating_sub(1) as u64,
+            extra: (pickle.input_len() - pickle.end()) as u64,
+        });
+    }
+    if pickle.leftover() > 0 {
+        return Err(SnapshotError::NotASnapshot {
+            input: input.to_string(),
+            found: format!(
+                "a pickle that leaves {} value(s) on its stack under the root at STOP (byte {}); `pickle.dump` leaves none",
+                pickle.leftover(),
+                pickle.end().saturating_sub(1)
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Analyses an already decoded snapshot.
@@ -213,6 +255,7 @@ pub fn analyze_snapshot(snap: &Snapshot, input: &InputName) -> SnapshotAnalysis 
             distinct_frame_lists: snap.frames.list_count() as u64,
         },
         anomalies: snap.anomalies.clone(),
+        sidecar: None,
         input_name: input.clone(),
     }
 }
@@ -254,8 +297,22 @@ impl SnapshotAnalysis {
                 // An empty snapshot: still say what it is.
                 let mut f = Facts::new();
                 self.file_facts(&mut f);
+                self.sidecar_facts(&mut f);
                 f
             }
+        }
+    }
+
+    /// Reads the hook's sidecar beside the snapshot file, if any (`crate::sidecar`). A
+    /// sidecar that cannot be used is a fact saying why, not an error.
+    pub fn attach_sidecar(&mut self, path: &std::path::Path) {
+        self.sidecar = crate::sidecar::find(path);
+    }
+
+    /// The sidecar's facts win: they were read from the live process, not inferred.
+    fn sidecar_facts(&self, f: &mut Facts) {
+        if let Some(s) = &self.sidecar {
+            f.merge(s, true);
         }
     }
 
@@ -331,8 +388,15 @@ impl SnapshotAnalysis {
         }
     }
 
-    /// Facts for one device (see [`FACTS`]).
+    /// Facts for one device (see [`FACTS`]), with the sidecar's.
     pub fn facts_for_device(&self, device: u32) -> Facts {
+        let mut f = self.snapshot_facts_for_device(device);
+        self.sidecar_facts(&mut f);
+        f
+    }
+
+    /// Facts for one device from the snapshot itself.
+    fn snapshot_facts_for_device(&self, device: u32) -> Facts {
         let mut f = Facts::new();
         self.file_facts(&mut f);
         let Some(d) = self.device(device) else {

@@ -657,12 +657,18 @@ impl<'p, 'a> Decoder<'p, 'a> {
             Some(v) => v,
             None => {
                 let found = self.p.value(h);
-                self.out.anomalies.note(|| {
-                    format!(
+                // Say what the number was: "found int" hides a size of 2^70 or -1.
+                self.out.anomalies.note(|| match found {
+                    Value::Int(v) => format!("{}: {v} is negative", path()),
+                    Value::BigInt(b) if !b.saturated => {
+                        format!("{}: {} does not fit in 64 bits", path(), b.value)
+                    }
+                    Value::BigInt(_) => format!("{}: an integer wider than 128 bits", path()),
+                    other => format!(
                         "{}: expected a non-negative int, found {}",
                         path(),
-                        found.type_name()
-                    )
+                        other.type_name()
+                    ),
                 });
                 0
             }

@@ -1,0 +1,481 @@
+//! What a new user meets first, run as the binary: per-rank duplicates shown once, colour
+//! and width that follow the terminal, the configuration file, `explain` without a topic,
+//! directory globs, `--quiet`, `plan`'s model id, and the README's command examples, which
+//! are run and compared here so the README cannot drift from what the tool prints.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const FRAG: &str = "fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
+
+/// A fresh directory per test.
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("oomdoctor-newcomer-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs the binary in `dir` with stdin closed, no colour variables and no `COLUMNS`
+/// unless `env` sets them, and no configuration file unless the directory has one.
+fn run_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .current_dir(dir)
+        .env_remove("NO_COLOR")
+        .env_remove("COLUMNS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run oomdoctor")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A directory of four per-rank logs of one crash.
+fn ranks_dir(name: &str) -> PathBuf {
+    let d = tmp(name);
+    let log = std::fs::read_to_string(Path::new(ROOT).join(FRAG)).unwrap();
+    std::fs::create_dir_all(d.join("logs")).unwrap();
+    for r in 0..4 {
+        std::fs::write(d.join(format!("logs/rank{r}.log")), &log).unwrap();
+    }
+    d
+}
+
+#[test]
+fn one_incident_on_every_rank_is_shown_once_with_its_files() {
+    let d = ranks_dir("ranks");
+    let out = run_in(&d, &["logs"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("✖ fragmentation").count(), 1, "{text}");
+    assert!(text.contains("4 incidents (1 distinct)"), "{text}");
+    assert!(
+        text.contains("also seen in logs/rank1.log:378, logs/rank2.log:378,"),
+        "{text}"
+    );
+    assert!(text.contains("incidents 2, 3, 4"), "{text}");
+
+    let md = stdout(&run_in(&d, &["logs", "--format", "markdown"], &[]));
+    assert_eq!(md.matches("— confidence").count(), 1, "{md}");
+    assert!(
+        md.contains("| Also seen | also seen in `logs/rank1.log:378`")
+            || md.contains("| Also seen | also seen in logs/rank1.log:378"),
+        "{md}"
+    );
+
+    let out = run_in(&d, &["logs", "--format", "html", "-o", "r.html"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let html = std::fs::read_to_string(d.join("r.html")).unwrap();
+    assert_eq!(html.matches("class=\"card verdict fail\"").count(), 1);
+    assert_eq!(html.matches("id=\"incident-").count(), 1);
+    assert!(html.contains("also seen in logs/rank1.log:378"));
+
+    // JSON keeps every incident and says which are one problem.
+    let v: serde_json::Value =
+        serde_json::from_slice(&run_in(&d, &["logs", "-f", "json"], &[]).stdout).unwrap();
+    assert_eq!(v["incidents"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        v["repeats"][0]["incidents"],
+        serde_json::json!([1, 2, 3, 4])
+    );
+    assert_eq!(v["repeats"][0]["locations"][3]["input"], "logs/rank3.log");
+    assert_eq!(v["repeats"][0]["locations"][3]["line"], 378);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn help_and_errors_are_coloured_only_when_asked_or_on_a_terminal() {
+    let root = Path::new(ROOT);
+    let esc = |s: &str| s.contains('\x1b');
+    let help = run_in(root, &["--help"], &[]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(!esc(&stdout(&help)), "--help piped is plain");
+    assert!(!esc(&stdout(&run_in(
+        root,
+        &["--help"],
+        &[("NO_COLOR", "1")]
+    ))));
+    assert!(esc(&stdout(&run_in(
+        root,
+        &["--help", "--color", "always"],
+        &[]
+    ))));
+    // A command-line error, and an input error, follow --color.
+    let bad = run_in(root, &["--format", "yaml", "--color", "always"], &[]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(esc(&stderr(&bad)));
+    let bad = run_in(root, &["--format", "yaml", "--color", "never"], &[]);
+    assert!(!esc(&stderr(&bad)), "{}", stderr(&bad));
+    let missing = run_in(root, &["no-such.log", "--color", "always"], &[]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(esc(&stderr(&missing)));
+    let missing = run_in(root, &["no-such.log", "--color=never"], &[]);
+    assert!(!esc(&stderr(&missing)), "{}", stderr(&missing));
+}
+
+/// Lines wider than `w` columns, but for a single word too long for any line (a path).
+fn too_wide(text: &str, w: usize) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.chars().count() > w && l.trim().contains(' '))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn human_output_follows_the_width() {
+    let d = ranks_dir("width");
+    std::fs::copy(Path::new(ROOT).join(FRAG), d.join("crash.log")).unwrap();
+    // Piped, no COLUMNS: 80.
+    let text = stdout(&run_in(&d, &["crash.log"], &[]));
+    assert_eq!(too_wide(&text, 80), Vec::<String>::new(), "{text}");
+    let text = stdout(&run_in(&d, &["logs"], &[]));
+    assert_eq!(too_wide(&text, 80), Vec::<String>::new(), "{text}");
+    // COLUMNS wins: wider and narrower.
+    let wide = stdout(&run_in(&d, &["crash.log"], &[("COLUMNS", "140")]));
+    assert!(!too_wide(&wide, 100).is_empty(), "{wide}");
+    assert!(wide.lines().count() < text.lines().count());
+    let narrow = stdout(&run_in(&d, &["crash.log"], &[("COLUMNS", "64")]));
+    assert_eq!(too_wide(&narrow, 64), Vec::<String>::new(), "{narrow}");
+    // Other rule fixtures, short file names: prose and snippets fit.
+    for f in [
+        "fixtures/rules/kernel-oom-cgroup/fires-docker-memcg.log",
+        "fixtures/rules/vllm-no-kv-cache-blocks/fires-v1-7b-fp16-on-16g.log",
+        "fixtures/rules/torch-other-processes/fires-notebook-two-neighbours.log",
+    ] {
+        let src = Path::new(ROOT).join(f);
+        if !src.exists() {
+            continue;
+        }
+        std::fs::copy(&src, d.join("x.log")).unwrap();
+        let text = stdout(&run_in(&d, &["x.log"], &[]));
+        assert_eq!(too_wide(&text, 80), Vec::<String>::new(), "{f}:\n{text}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn configuration_file_sets_defaults_and_the_command_line_wins() {
+    let d = tmp("config");
+    std::fs::copy(Path::new(ROOT).join(FRAG), d.join("crash.log")).unwrap();
+    std::fs::write(
+        d.join("pyproject.toml"),
+        "[project]\nname = \"trainer\"\n\n[tool.oomdoctor]\nformat = \"json\"\nfail-on = [\"host-oom\"]\n",
+    )
+    .unwrap();
+    let sub = d.join("src/pkg");
+    std::fs::create_dir_all(&sub).unwrap();
+    // Found upward from the working directory.
+    let out = run_in(&sub, &["../../crash.log"], &[]);
+    assert!(
+        stdout(&out).trim_start().starts_with('{'),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "fail-on host-oom: fragmentation passes"
+    );
+    // Flags win over keys.
+    let out = run_in(
+        &sub,
+        &[
+            "../../crash.log",
+            "--format",
+            "human",
+            "--fail-on",
+            "fragmentation",
+        ],
+        &[],
+    );
+    assert!(stdout(&out).contains("✖ fragmentation"));
+    assert_eq!(out.status.code(), Some(1));
+    // --no-config reads nothing; --config names another file.
+    let out = run_in(&sub, &["../../crash.log", "--no-config"], &[]);
+    assert!(stdout(&out).contains("✖ fragmentation"));
+    assert_eq!(out.status.code(), Some(1));
+    std::fs::write(d.join("ci.toml"), "format = \"markdown\"\n").unwrap();
+    let out = run_in(&sub, &["../../crash.log", "--config", "../../ci.toml"], &[]);
+    assert!(
+        stdout(&out).contains("### ✖ `fragmentation`"),
+        "{}",
+        stdout(&out)
+    );
+    // A nearer oomdoctor.toml wins over the pyproject.toml above it.
+    std::fs::write(sub.join("oomdoctor.toml"), "format = \"github\"\n").unwrap();
+    let out = run_in(&sub, &["../../crash.log"], &[]);
+    assert!(stdout(&out).starts_with("::error"), "{}", stdout(&out));
+    // A bad key names the file and the key; exit 2.
+    std::fs::write(
+        sub.join("oomdoctor.toml"),
+        "format = \"json\"\nfail_on = \"host-oom\"\n",
+    )
+    .unwrap();
+    let out = run_in(&sub, &["../../crash.log"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("oomdoctor.toml") && stderr(&out).contains("fail_on"),
+        "{}",
+        stderr(&out)
+    );
+    // Directory globs and redaction from the file.
+    std::fs::remove_file(sub.join("oomdoctor.toml")).unwrap();
+    let runs = d.join("runs");
+    std::fs::create_dir_all(runs.join("old")).unwrap();
+    std::fs::copy(Path::new(ROOT).join(FRAG), runs.join("rank0.log")).unwrap();
+    std::fs::copy(Path::new(ROOT).join(FRAG), runs.join("old/rank0.log")).unwrap();
+    std::fs::write(runs.join("notes.txt"), "nothing to see\n").unwrap();
+    std::fs::write(
+        d.join("oomdoctor.toml"),
+        "glob = [\"*.log\"]\nexclude = [\"old\"]\nredact = [\"workspace\"]\nformat = \"json\"\n",
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&run_in(&d, &["runs"], &[]).stdout).unwrap();
+    let names: Vec<&str> = v["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, vec!["runs/rank0.log"]);
+    let out = run_in(&d, &["bundle", "runs"], &[]);
+    assert!(
+        stdout(&out).contains("[REDACTED]") && !stdout(&out).contains("/workspace/"),
+        "{}",
+        stdout(&out)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn explain_lists_topics_and_suggests_near_names() {
+    let root = Path::new(ROOT);
+    let out = run_in(root, &["explain"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for want in [
+        "Causes:",
+        "fragmentation",
+        "Phases:",
+        "backward",
+        "oomdoctor rules",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    // The configuration flags go before or after a subcommand.
+    let out = run_in(root, &["--no-config", "explain", "fragmentation"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("fragmentation — "));
+    let out = run_in(root, &["explain", "frag"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("did you mean"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`fragmentation`"), "{}", stderr(&out));
+    let out = run_in(root, &["explain", "fragmentaton"], &[]);
+    assert!(
+        stderr(&out).contains("did you mean `fragmentation`?"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn small_things() {
+    let d = tmp("small");
+    // "1 line", not "1 lines".
+    std::fs::write(d.join("one.log"), "epoch 1 done\n").unwrap();
+    let out = run_in(&d, &["one.log"], &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout(&out).contains("one.log (1 line)"),
+        "{}",
+        stdout(&out)
+    );
+    // --glob / --exclude on the command line.
+    std::fs::create_dir_all(d.join("runs")).unwrap();
+    for n in ["rank0.log", "rank1.log", "gpu.txt"] {
+        std::fs::copy(Path::new(ROOT).join(FRAG), d.join("runs").join(n)).unwrap();
+    }
+    let v: serde_json::Value = serde_json::from_slice(
+        &run_in(
+            &d,
+            &[
+                "runs",
+                "--glob",
+                "*.log",
+                "--exclude",
+                "rank1*",
+                "-f",
+                "json",
+            ],
+            &[],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["inputs"].as_array().unwrap().len(), 1);
+    assert_eq!(v["inputs"][0]["name"], "runs/rank0.log");
+    let out = run_in(&d, &["runs", "--glob", "*.csv"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--glob"), "{}", stderr(&out));
+    // --quiet: a line per distinct incident.
+    let out = run_in(&d, &["runs", "--quiet"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("✖ fragmentation 0.") && text.contains("(seen in 3 places)"),
+        "{text}"
+    );
+    assert_eq!(stdout(&run_in(&d, &["one.log", "-q"], &[])), "");
+    // plan names the model by its Hub id, or its folder as a path.
+    std::fs::create_dir_all(d.join("model")).unwrap();
+    let cfg =
+        std::fs::read_to_string(Path::new(ROOT).join("fixtures/models/llama-3.1-8b.json")).unwrap();
+    let no_id: String = cfg
+        .lines()
+        .filter(|l| !l.contains("_name_or_path"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(d.join("model/config.json"), &no_id).unwrap();
+    let out = run_in(
+        &d,
+        &[
+            "plan", "--model", "model", "--gpu", "h100", "--engine", "vllm",
+        ],
+        &[],
+    );
+    assert!(
+        stdout(&out).contains("$ vllm serve ./model "),
+        "{}",
+        stdout(&out)
+    );
+    let cache = d.join("hub/models--meta-llama--Llama-3.1-8B/snapshots/0e9e39f");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("config.json"), &no_id).unwrap();
+    let out = run_in(
+        &d,
+        &[
+            "plan",
+            "--model",
+            cache.to_str().unwrap(),
+            "--gpu",
+            "h100",
+            "--engine",
+            "vllm",
+        ],
+        &[],
+    );
+    assert!(
+        stdout(&out).contains("$ vllm serve meta-llama/Llama-3.1-8B "),
+        "{}",
+        stdout(&out)
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// One `$ command` of a README ```console block and the output shown under it.
+struct Example {
+    line: usize,
+    command: String,
+    expected: Vec<String>,
+}
+
+/// The ```console (or ~~~console, for output holding ``` fences) blocks of a markdown file.
+fn readme_examples(text: &str) -> Vec<Example> {
+    let mut out: Vec<Example> = Vec::new();
+    let mut fence: Option<&str> = None;
+    for (i, line) in text.lines().enumerate() {
+        let Some(f) = fence else {
+            fence = ["```", "~~~"]
+                .into_iter()
+                .find(|f| line.trim_end() == format!("{f}console"));
+            continue;
+        };
+        if line.trim_end() == f {
+            fence = None;
+        } else if let Some(cmd) = line.strip_prefix("$ ") {
+            out.push(Example {
+                line: i + 1,
+                command: cmd.to_string(),
+                expected: Vec::new(),
+            });
+        } else if let Some(e) = out.last_mut() {
+            e.expected.push(line.to_string());
+        }
+    }
+    out
+}
+
+/// Whether `actual` is what `expected` shows: line for line, where a line of only `…`
+/// stands for any number of lines.
+fn shows(expected: &[String], actual: &[&str]) -> bool {
+    match expected.split_first() {
+        None => actual.is_empty(),
+        Some((e, rest)) if e.trim() == "…" => {
+            (0..=actual.len()).any(|k| shows(rest, &actual[k..]))
+        }
+        Some((e, rest)) => actual
+            .split_first()
+            .is_some_and(|(a, arest)| a.trim_end() == e.trim_end() && shows(rest, arest)),
+    }
+}
+
+/// Every ```console example of the README runs, in a directory holding the files it names,
+/// and prints what the README shows (colour off, output piped: 80 columns).
+#[test]
+fn readme_examples_print_what_the_readme_shows() {
+    let root = Path::new(ROOT);
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let examples = readme_examples(&readme);
+    assert!(examples.len() >= 4, "README has console examples");
+    let d = tmp("readme");
+    std::os::unix::fs::symlink(root.join("fixtures"), d.join("fixtures")).unwrap();
+    std::fs::copy(root.join(FRAG), d.join("crash.log")).unwrap();
+    let leak = root.join("fixtures/rules/series-steady-growth/fires-ambiguous-log-and-smi");
+    std::fs::copy(leak.join("train.log"), d.join("train.log")).unwrap();
+    std::fs::copy(leak.join("gpu.csv"), d.join("gpu.csv")).unwrap();
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut failures = Vec::new();
+    for e in &examples {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&e.command)
+            .current_dir(&d)
+            .env("PATH", &path)
+            .env("NO_COLOR", "1")
+            .env_remove("COLUMNS")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let text = stdout(&out);
+        let actual: Vec<&str> = text.lines().collect();
+        if !shows(&e.expected, &actual) {
+            failures.push(format!(
+                "README.md:{}: `{}` printed:\n{text}\n--- the README shows:\n{}\n",
+                e.line,
+                e.command,
+                e.expected.join("\n")
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -197,37 +197,26 @@ impl Recognizer for Ray {
             out.failure(f);
             return;
         }
-        if text.contains("node running low on memory") || text.contains("NODE_OUT_OF_MEMORY") {
+        // Lines that restate a memory-monitor kill without its numbers: the task's exception,
+        // the raylet's count of workers killed, and the advice paragraph printed after a kill.
+        // A job's status message quotes only the last 20,000 characters of the log, so the
+        // advice is often all that is left of the kill: alone it still means one happened.
+        let restatement = text.contains("node running low on memory")
+            || text.contains("NODE_OUT_OF_MEMORY")
+            || text.contains("how to address the out of memory issue")
+            || text.contains("ray-oom-prevention");
+        let workers_killed = WORKERS_KILLED.captures(text);
+        if restatement || workers_killed.is_some() {
             let mut f = Failure::new("host-oom", id::RAY, Domain::Host);
             f.fact("host.killer", "ray", None)
                 .fact("host.container", "ray", None);
-            f.wrapper = true;
-            out.failure(f);
-            return;
-        }
-        if let Some(c) = WORKERS_KILLED.captures(text) {
-            let mut f = Failure::new("host-oom", id::RAY, Domain::Host);
-            f.fact("host.killer", "ray", None)
-                .fact("host.container", "ray", None);
-            let n = c
-                .name("n")
+            let n = workers_killed
+                .as_ref()
+                .and_then(|c| c.name("n"))
                 .and_then(|m| m.as_str().parse::<u32>().ok().map(|v| (v, span(&m))));
             if let Some((v, sp)) = n {
                 f.fact("ray.workers_killed", v, sp);
             }
-            f.wrapper = true;
-            out.failure(f);
-            return;
-        }
-        // The advice paragraph the memory monitor prints after it kills a worker. A job's
-        // status message quotes only the last 20,000 characters of the log, so it is often
-        // all that is left of the kill: alone it still means the monitor killed something.
-        if text.contains("how to address the out of memory issue")
-            || text.contains("ray-oom-prevention")
-        {
-            let mut f = Failure::new("host-oom", id::RAY, Domain::Host);
-            f.fact("host.killer", "ray", None)
-                .fact("host.container", "ray", None);
             f.wrapper = true;
             out.failure(f);
             return;

@@ -766,13 +766,10 @@ fn anomaly_warnings(a: &crate::snapshot::Anomalies) -> Vec<String> {
 
 /// The phase a snapshot's OOM suggests, from what the failing allocation was for.
 fn snapshot_phase(facts: &crate::evidence::Facts) -> &'static str {
-    match facts.str("snapshot.oom_category") {
-        Some("weights") => crate::phase::id::MODEL_LOAD,
-        Some("gradients") => crate::phase::id::BACKWARD,
-        Some("optimizer") => crate::phase::id::OPTIMIZER_STEP,
-        Some("kv_cache") => crate::phase::id::GENERATION,
-        _ => crate::phase::id::UNKNOWN,
-    }
+    facts
+        .str("snapshot.oom_category")
+        .and_then(crate::phase::of_allocation_category)
+        .unwrap_or(crate::phase::id::UNKNOWN)
 }
 
 /// Joins snapshots to the log incidents they describe, or makes incidents of their own.

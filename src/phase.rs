@@ -279,6 +279,17 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
 /// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
 /// scanner's look-back window). `marker` is the latest phase marker and how many lines
 /// before the failure it was (`None` if it was outside the window or never seen).
+/// The phase a memory snapshot's failing allocation implies, from what it was for.
+pub fn of_allocation_category(category: &str) -> Option<&'static str> {
+    match category {
+        "weights" => Some(id::MODEL_LOAD),
+        "gradients" => Some(id::BACKWARD),
+        "optimizer" => Some(id::OPTIMIZER_STEP),
+        "kv_cache" => Some(id::GENERATION),
+        _ => None,
+    }
+}
+
 /// The phase a recogniser's marker names.
 pub fn of_mark(mark: PhaseMark) -> &'static str {
     match mark {

@@ -224,20 +224,7 @@ impl DecisionModel {
                 Some("the decision model has [model], [let], [[prior]], [[finding]], [[settle]] and [knob.NAME] tables".into()),
             )
         })?;
-        let let_index: HashMap<String, usize> = doc
-            .lets
-            .keys()
-            .enumerate()
-            .map(|(i, k)| (k.clone(), i))
-            .collect();
-        let c = Compiler {
-            file: &file,
-            lets: let_index.clone(),
-        };
-        let mut lets = Vec::new();
-        for (n, t) in &doc.lets {
-            lets.push((n.clone(), c.expr(t, &format!("`let {n}`"))?));
-        }
+        let (c, lets, let_index) = super::compile_lets(&file, &doc.lets)?;
         let mut priors = Vec::new();
         for p in &doc.priors {
             let mut map = BTreeMap::new();

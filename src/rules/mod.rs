@@ -668,6 +668,67 @@ fn strsim(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// A `[let]` table compiled: the compiler that knows its names, the lets, their index by name.
+type CompiledLets<'a> = (Compiler<'a>, Vec<(String, Expr)>, HashMap<String, usize>);
+
+/// Compiles a file's `[let]` table: each value an expression over facts and other lets, none
+/// shadowing a catalogued fact, none depending on itself. Returns the compiler that knows
+/// the names, the compiled lets and their index by name.
+fn compile_lets<'a>(
+    file: &'a SourceFile,
+    table: &BTreeMap<String, Spanned<String>>,
+) -> Result<CompiledLets<'a>, RuleError> {
+    let let_index: HashMap<String, usize> = table
+        .keys()
+        .enumerate()
+        .map(|(i, k)| (k.clone(), i))
+        .collect();
+    let c = Compiler {
+        file,
+        lets: let_index.clone(),
+    };
+    for name in table.keys() {
+        if crate::catalog::lookup(name).is_some() {
+            return Err(RuleError::new(
+                file,
+                table[name].span(),
+                format!("`let {name}` shadows a catalogued fact"),
+                "rename this value",
+                None,
+            ));
+        }
+    }
+    let mut lets = Vec::new();
+    for (name, text) in table {
+        lets.push((name.clone(), c.expr(text, &format!("`let {name}`"))?));
+    }
+    // Lets may use each other, but not in a cycle.
+    for (name, _) in &lets {
+        let mut stack = vec![(name.as_str(), 0usize)];
+        let mut steps = 0;
+        while let Some((n, depth)) = stack.pop() {
+            steps += 1;
+            if depth > lets.len() || steps > 10_000 {
+                return Err(RuleError::new(
+                    file,
+                    table[name].span(),
+                    format!("`let {name}` depends on itself"),
+                    "cycle",
+                    None,
+                ));
+            }
+            if let Some(&i) = let_index.get(n) {
+                for dep in lets[i].1.names() {
+                    if let_index.contains_key(dep) {
+                        stack.push((dep, depth + 1));
+                    }
+                }
+            }
+        }
+    }
+    Ok((c, lets, let_index))
+}
+
 /// Parses and validates one rule file. `stem` is the file name without `.toml`.
 pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Rule, RuleError> {
     let file = SourceFile {
@@ -719,56 +780,7 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
             RuleError::new(&file, doc.cause.span(), e, "unknown cause", None)
         })?;
 
-    let let_index: HashMap<String, usize> = doc
-        .lets
-        .keys()
-        .enumerate()
-        .map(|(i, k)| (k.clone(), i))
-        .collect();
-    let c = Compiler {
-        file: &file,
-        lets: let_index.clone(),
-    };
-    for name in doc.lets.keys() {
-        if crate::catalog::lookup(name).is_some() {
-            return Err(RuleError::new(
-                &file,
-                doc.lets[name].span(),
-                format!("`let {name}` shadows a catalogued fact"),
-                "rename this value",
-                None,
-            ));
-        }
-    }
-    let mut lets = Vec::new();
-    for (name, text) in &doc.lets {
-        lets.push((name.clone(), c.expr(text, &format!("`let {name}`"))?));
-    }
-    // Lets may use each other, but not in a cycle.
-    for (name, _) in &lets {
-        let mut stack = vec![(name.as_str(), 0usize)];
-        let mut steps = 0;
-        while let Some((n, depth)) = stack.pop() {
-            steps += 1;
-            if depth > lets.len() || steps > 10_000 {
-                let span = doc.lets[name].span();
-                return Err(RuleError::new(
-                    &file,
-                    span,
-                    format!("`let {name}` depends on itself"),
-                    "cycle",
-                    None,
-                ));
-            }
-            if let Some(&i) = let_index.get(n) {
-                for dep in lets[i].1.names() {
-                    if let_index.contains_key(dep) {
-                        stack.push((dep, depth + 1));
-                    }
-                }
-            }
-        }
-    }
+    let (c, lets, let_index) = compile_lets(&file, &doc.lets)?;
     let applies = doc
         .applies
         .as_ref()

@@ -25,6 +25,8 @@ use crate::phase;
 
 /// Failures this many lines apart or closer belong to one incident.
 pub const MERGE_WINDOW: u64 = 400;
+/// Lines after a device OOM within which a shell's bare `Killed` is taken as the same death.
+pub const SAME_DEATH_WINDOW: u64 = 30;
 /// Accounting this many lines below a failure still describes it (see
 /// [`LogAnalyzer::trailed_incident`]).
 pub const TRAILER_WINDOW: u64 = 6;
@@ -262,6 +264,20 @@ impl LogAnalyzer {
         hit: &Hit<'_>,
     ) {
         let line_no = hit.line_no;
+        // A shell's bare `Killed` just after a Python error is the same death (a launcher
+        // killing what is left of the job), not a second, host-memory incident.
+        let shell_kill = f.wrapper
+            && f.kind == "host-oom"
+            && f.get("host.killer").and_then(Value::as_str) == Some("shell");
+        if shell_kill
+            && self.incidents.last().is_some_and(|i| {
+                i.run == self.run
+                    && i.kind == "device-oom"
+                    && line_no.saturating_sub(i.last_line) <= SAME_DEATH_WINDOW
+            })
+        {
+            return;
+        }
         let prov = match &f.text {
             Some(t) => Provenance {
                 text: Some(engines::bounded_text(t)),
@@ -594,6 +610,21 @@ mod tests {
         assert_eq!(inc.ranks.len(), 3);
         assert_eq!(inc.devices.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(inc.first.line, Some(1));
+    }
+
+    #[test]
+    fn a_shell_kill_right_after_a_python_oom_is_the_same_death() {
+        let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.";
+        let kill = "train.sh: line 4: 4242 Killed                  python train.py";
+        let input: InputName = Arc::from("t.log");
+        let log = format!("{oom}\n{kill}\n");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].kind, "device-oom");
+        // Far from any OOM it is a kill of its own.
+        let log = format!("{oom}\n{}{kill}\n", "step\n".repeat(100));
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 2);
     }
 
     #[test]

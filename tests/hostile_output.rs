@@ -3,30 +3,20 @@
 //! with C0/C1 controls made visible (or escaped losslessly in JSON and XML), and the GitHub
 //! output never lets input text start a workflow command.
 
-use std::process::{Command, Output, Stdio};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
+use std::process::Output;
 
 /// Escape sequences that nest, so a single stripping pass rebuilds working ones; C1 forms;
 /// BEL, backspace and a carriage return in mid-line; bidi overrides.
 const HOSTILE: &str = "\x1b\x1b[0m]0;pwned\x07 \x1b[\x1b]2J \x1b]52;c;aGVsbG8=\x07 \u{9b}2J \u{9d}0;t\u{9c} over\x08\x08\x08\rXX \u{202e}gnp.exe \x7f";
 
 fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("oomdoctor-hostile-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::tmp_dir("hostile", name)
 }
 
 fn run(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("GITHUB_STEP_SUMMARY")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap()
+    common::run_bin(args)
 }
 
 /// A crash log whose OOM line, traceback and kernel kill carry the hostile text.

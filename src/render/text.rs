@@ -35,17 +35,19 @@ pub(crate) fn phase(r: &IncidentReport) -> String {
     phase
 }
 
+/// `0, 1, 3`.
+fn join_ranks(ranks: &[u32]) -> String {
+    ranks
+        .iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// ` across ranks 0, 1`, or nothing.
 pub(crate) fn ranks(r: &IncidentReport) -> String {
     if r.ranks.len() > 1 {
-        format!(
-            " across ranks {}",
-            r.ranks
-                .iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+        format!(" across ranks {}", join_ranks(&r.ranks))
     } else {
         String::new()
     }
@@ -63,14 +65,7 @@ pub(crate) fn also_seen(first: &IncidentReport, repeats: &[&IncidentReport]) -> 
     ranks.sort_unstable();
     ranks.dedup();
     let ranks = if ranks.len() > 1 {
-        format!(
-            "; ranks {}",
-            ranks
-                .iter()
-                .map(|x| x.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
+        format!("; ranks {}", join_ranks(&ranks))
     } else {
         String::new()
     };

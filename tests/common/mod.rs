@@ -1,5 +1,6 @@
-//! Shared by the integration tests: synthetic plot data (what the series and snapshot
-//! analyses will put in a diagnosis), so the HTML charts and the schema are exercised now.
+//! Shared by the integration tests: running the binary, per-test temporary directories, and
+//! synthetic plot data (what the series and snapshot analyses will put in a diagnosis), so
+//! the HTML charts and the schema are exercised now.
 
 #![allow(dead_code)]
 
@@ -7,6 +8,26 @@ use oomdoctor::plot::{
     Block, BlockState, CategoryBytes, MarkKind, Segment, SeriesMark, SeriesPlot, SiteBytes,
     SnapshotPlot,
 };
+
+/// Runs the binary with no standard input and no GitHub step summary, capturing its output.
+pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_oomdoctor"))
+        .args(args)
+        .env_remove("GITHUB_STEP_SUMMARY")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// A fresh, empty temporary directory for one test (`oomdoctor-{suite}-{pid}-{name}`).
+pub fn tmp_dir(suite: &str, name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("oomdoctor-{suite}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

@@ -15,8 +15,8 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::sync::Arc;
 use std::time::Instant;
 
-use oomdoctor::evidence::InputName;
-use oomdoctor::timeseries::{self, SeriesSet};
+use oomdoctor::facts::evidence::InputName;
+use oomdoctor::ingest::series::{self, SeriesSet};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -140,16 +140,16 @@ fn inspect(args: &[String]) -> Result<(), String> {
         bytes += file.metadata().map(|m| m.len()).unwrap_or(0);
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let head = reader.fill_buf().map_err(|e| e.to_string())?;
-        let Some(format) = timeseries::sniff(&head[..head.len().min(64 << 10)]) else {
+        let Some(format) = series::sniff(&head[..head.len().min(64 << 10)]) else {
             return Err(format!("{path}: not a memory series"));
         };
         let name: InputName = Arc::from(path.rsplit('/').next().unwrap_or(path));
-        let one = timeseries::read(reader.by_ref(), &name, format)
+        let one = series::read(reader.by_ref(), &name, format)
             .map_err(|e| format!("{:?}", miette::Report::new(e)))?;
         set.merge(one);
     }
     let parsed = started.elapsed();
-    let analysis = timeseries::analyze(&set);
+    let analysis = series::analyze(&set);
     let analysed = started.elapsed() - parsed;
     let samples = set.samples();
     println!(

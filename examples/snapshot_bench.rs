@@ -12,10 +12,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use oomdoctor::evidence::InputName;
-use oomdoctor::pickle::{Pickle, PickleLimits};
-use oomdoctor::snapshot::read_snapshot;
-use oomdoctor::units::format_bytes;
+use oomdoctor::facts::evidence::InputName;
+use oomdoctor::facts::units::format_bytes;
+use oomdoctor::ingest::snapshot::pickle::{Pickle, PickleLimits};
+use oomdoctor::ingest::snapshot::read_snapshot;
 
 fn main() -> miette::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -128,7 +128,7 @@ fn phases(path: &str) -> miette::Result<()> {
         pickle.object_count()
     );
     let t = Instant::now();
-    let snap = oomdoctor::snapshot::schema::decode(&pickle, &limits)
+    let snap = oomdoctor::ingest::snapshot::schema::decode(&pickle, &limits)
         .map_err(|e| miette::miette!("{e:?}"))?;
     println!(
         "decode  {:>7.3} s  ({} frames, {} frame lists)",
@@ -141,7 +141,7 @@ fn phases(path: &str) -> miette::Result<()> {
     println!("drop    {:>7.3} s", t.elapsed().as_secs_f64());
     let t = Instant::now();
     let input: InputName = Arc::from(path);
-    let analysis = oomdoctor::snapshot::analyze_snapshot(&snap, &input);
+    let analysis = oomdoctor::ingest::snapshot::analyze_snapshot(&snap, &input);
     println!(
         "analyse {:>7.3} s  ({} devices)",
         t.elapsed().as_secs_f64(),

@@ -25,30 +25,12 @@
 // them large; they are on cold paths, so boxing them would only add noise.
 #![allow(clippy::result_large_err)]
 
-pub mod app;
 pub mod bundle;
-pub mod catalog;
-pub mod cause;
 pub mod cli;
-pub mod config;
-pub mod derive;
-pub mod diagnose;
-pub mod engines;
-pub mod evidence;
-pub mod expr;
+pub mod diagnosis;
+pub mod facts;
 pub mod incident;
+pub mod ingest;
 pub mod input;
-pub mod logscan;
-pub mod model;
-pub mod phase;
-pub mod pickle;
-pub mod plot;
-pub mod redact;
+pub mod knowledge;
 pub mod render;
-pub mod report;
-pub mod rules;
-pub mod sidecar;
-pub mod snapshot;
-pub mod timeseries;
-pub mod units;
-pub mod walk;

@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     let stderr_is_tty = stderr.is_terminal();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = stderr.lock();
-    let mut io = oomdoctor::app::Io {
+    let mut io = oomdoctor::cli::app::Io {
         stdin: Some(Box::new(stdin.lock())),
         stdin_is_tty,
         stdout: &mut out,
@@ -20,5 +20,5 @@ fn main() -> ExitCode {
         stderr: &mut err,
         stderr_is_tty,
     };
-    oomdoctor::app::main_with_args(std::env::args_os(), &mut io).into()
+    oomdoctor::cli::app::main_with_args(std::env::args_os(), &mut io).into()
 }

@@ -446,8 +446,8 @@ fn network_refs(html: &str) -> Vec<String> {
 
 fn html_with_plots() -> String {
     std::env::set_current_dir(root()).unwrap();
-    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
-    let (mut d, _) = oomdoctor::app::diagnose_inputs(
+    let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
+    let (mut d, _) = oomdoctor::cli::app::diagnose_inputs(
         &[FRAG.to_string(), LEAK.to_string()],
         &rules,
         &Default::default(),

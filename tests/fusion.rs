@@ -1,9 +1,9 @@
 //! Several inputs about one incident give one incident drawing on all of them.
 
-use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
-use oomdoctor::rules::RuleSet;
+use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::rules::RuleSet;
 
-fn diagnose(inputs: &[&str]) -> oomdoctor::report::Diagnosis {
+fn diagnose(inputs: &[&str]) -> oomdoctor::diagnosis::report::Diagnosis {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = RuleSet::builtin().unwrap();
     let inputs: Vec<String> = inputs.iter().map(|s| s.to_string()).collect();
@@ -85,8 +85,8 @@ fn real_oom_snapshot_is_replayed_on_the_right_device() {
 // ---------------------------------------------------------------------------------------
 // Memory series fused with logs and snapshots.
 
-use oomdoctor::plot::MarkKind;
-use oomdoctor::report::{Diagnosis, IncidentReport};
+use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
+use oomdoctor::render::plot::MarkKind;
 
 const LEAK_LOG: &str = "fixtures/series/incident-leak/train.log";
 const LEAK_SERIES: &str = "fixtures/series/smi-leak-2gpu.csv";
@@ -282,7 +282,7 @@ fn a_series_alone_shows_an_incident() {
     assert_eq!(inc.timestamp.as_deref(), Some("2025-09-08T03:28:44.115Z"));
     let mut out = Vec::new();
     let mut err = Vec::new();
-    let mut io = oomdoctor::app::Io {
+    let mut io = oomdoctor::cli::app::Io {
         stdin: None,
         stdin_is_tty: true,
         stdout: &mut out,
@@ -290,8 +290,8 @@ fn a_series_alone_shows_an_incident() {
         stderr: &mut err,
         stderr_is_tty: false,
     };
-    let exit = oomdoctor::app::main_with_args(["oomdoctor", LEAK_SERIES], &mut io);
-    assert_eq!(exit, oomdoctor::app::Exit::Incident);
+    let exit = oomdoctor::cli::app::main_with_args(["oomdoctor", LEAK_SERIES], &mut io);
+    assert_eq!(exit, oomdoctor::cli::app::Exit::Incident);
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("seen only in GPU 1 of"), "{text}");
 }
@@ -370,8 +370,8 @@ fn near_misses_make_no_incident() {
         let d = diagnose(&[input]);
         assert!(d.incidents.is_empty(), "{input}: {:?}", d.incidents);
         assert_eq!(
-            oomdoctor::app::exit_status(&d, &Default::default(), false),
-            oomdoctor::app::Exit::Clean
+            oomdoctor::cli::app::exit_status(&d, &Default::default(), false),
+            oomdoctor::cli::app::Exit::Clean
         );
         let text = human(&d);
         assert!(text.contains("Memory series"), "{input}: {text}");
@@ -483,8 +483,8 @@ fn an_unreadable_series_is_an_input_error_and_the_others_are_still_read() {
     assert_eq!(d.errors[0].input, bad);
     assert_eq!(d.incidents.len(), 1, "the log is still diagnosed");
     assert_eq!(
-        oomdoctor::app::exit_status(&d, &Default::default(), false),
-        oomdoctor::app::Exit::Error
+        oomdoctor::cli::app::exit_status(&d, &Default::default(), false),
+        oomdoctor::cli::app::Exit::Error
     );
     // A log forced to be read as a series is refused with a hint, not misread.
     let opts = DiagnoseOptions {

@@ -156,7 +156,7 @@ fn error_messages_on_stderr_are_clean() {
 /// The fuzz target `render_hostile` runs the same check on arbitrary bytes.
 #[test]
 fn generated_hostile_logs_never_leak_a_control_character() {
-    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
+    let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let pieces: &[&str] = &[
         "\x1b",
         "\x1b[",
@@ -203,12 +203,12 @@ fn generated_hostile_logs_never_leak_a_control_character() {
         let name: std::sync::Arc<str> =
             std::sync::Arc::from(format!("r{round}\x1b]0;t\x07\u{9b}.log"));
         let (evidence, _) = oomdoctor::incident::analyze_log(&mut log.as_bytes(), &name).unwrap();
-        let mut d = oomdoctor::report::Diagnosis::new();
-        d.incidents = oomdoctor::diagnose::finish(
+        let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
+        d.incidents = oomdoctor::diagnosis::verdict::finish(
             evidence
                 .incidents
                 .iter()
-                .map(|i| oomdoctor::diagnose::diagnose(i, &rules))
+                .map(|i| oomdoctor::diagnosis::verdict::diagnose(i, &rules))
                 .collect(),
         );
         d.collect_excerpts();

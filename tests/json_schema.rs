@@ -101,10 +101,10 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
 fn every_fixture_output_matches_the_schema() {
     let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
+    let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let mut checked = 0;
     for entry in glob_logs("fixtures/rules") {
-        let (d, _) = oomdoctor::app::diagnose_inputs(
+        let (d, _) = oomdoctor::cli::app::diagnose_inputs(
             std::slice::from_ref(&entry),
             &rules,
             &Default::default(),
@@ -127,7 +127,8 @@ fn every_fixture_output_matches_the_schema() {
             .map(|f| f.path().display().to_string())
             .collect();
         inputs.sort();
-        let (d, _) = oomdoctor::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
+        let (d, _) =
+            oomdoctor::cli::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
         let v = serde_json::to_value(&d).unwrap();
         let mut errors = Vec::new();
         validate(&root, &root, &v, "$", &mut errors);
@@ -145,7 +146,8 @@ fn every_fixture_output_matches_the_schema() {
                 .to_string(),
         ],
     ] {
-        let (d, _) = oomdoctor::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
+        let (d, _) =
+            oomdoctor::cli::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
         let v = serde_json::to_value(&d).unwrap();
         let mut errors = Vec::new();
         validate(&root, &root, &v, "$", &mut errors);
@@ -157,8 +159,8 @@ fn every_fixture_output_matches_the_schema() {
 fn optional_fields_match_the_schema_and_stay_optional() {
     let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
-    let (mut d, _) = oomdoctor::app::diagnose_inputs(
+    let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
+    let (mut d, _) = oomdoctor::cli::app::diagnose_inputs(
         &["fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log".to_string()],
         &rules,
         &Default::default(),
@@ -177,7 +179,7 @@ fn optional_fields_match_the_schema_and_stay_optional() {
     }
     d.series = common::series();
     d.snapshots = vec![common::snapshot()];
-    d.skipped.push(oomdoctor::report::SkippedInput {
+    d.skipped.push(oomdoctor::diagnosis::report::SkippedInput {
         input: "runs/model.safetensors".into(),
         kind: "binary".into(),
         reason: "binary data".into(),

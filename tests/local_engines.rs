@@ -4,10 +4,10 @@
 
 use std::io::Cursor;
 
-use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::report::Diagnosis;
+use oomdoctor::diagnosis::rules::RuleSet;
 use oomdoctor::incident::analyze_log;
-use oomdoctor::report::Diagnosis;
-use oomdoctor::rules::RuleSet;
 
 fn diagnose(log: &str) -> Diagnosis {
     let rules = RuleSet::builtin().unwrap();

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use oomdoctor::model::config::parse_config;
-use oomdoctor::model::geometry::{Attention, Geometry};
-use oomdoctor::model::memory::{self, CacheDtype, KvSpec, Trace};
+use oomdoctor::ingest::model::config::parse_config;
+use oomdoctor::ingest::model::geometry::{Attention, Geometry};
+use oomdoctor::knowledge::memory::{self, CacheDtype, KvSpec, Trace};
 
 fn load(name: &str) -> Geometry {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -347,19 +347,19 @@ fn extreme_sizes_within_bounds_do_not_overflow_anything() {
     let _ = memory::kv_bytes_for(&g, &spec, u64::MAX, u64::MAX);
     let _ = memory::max_context_for_budget(&g, &spec, u64::MAX, 1, u64::MAX);
     let _ = memory::weights_bytes(&p, &g.weight_format(), None, &mut Trace::new());
-    let model = oomdoctor::model::plan::LoadedModel {
+    let model = oomdoctor::knowledge::plan::LoadedModel {
         geometry: g,
         path: "huge.json".into(),
         model_ref: "x".into(),
     };
-    let gpu = oomdoctor::model::gpus::parse_gpu("8xh200").unwrap();
-    let req = oomdoctor::model::plan::PlanRequest {
+    let gpu = oomdoctor::knowledge::gpus::parse_gpu("8xh200").unwrap();
+    let req = oomdoctor::knowledge::plan::PlanRequest {
         context: Some(1 << 40),
         concurrency: Some(1 << 20),
         ..Default::default()
     };
-    let r = oomdoctor::model::plan::plan_for(&model, &gpu, &req).expect("a plan");
+    let r = oomdoctor::knowledge::plan::plan_for(&model, &gpu, &req).expect("a plan");
     assert!(!r.fits);
-    let _ = oomdoctor::model::plan::render_human(&r, true);
-    let _ = oomdoctor::model::plan::render_json(&r);
+    let _ = oomdoctor::knowledge::plan::render_human(&r, true);
+    let _ = oomdoctor::knowledge::plan::render_json(&r);
 }

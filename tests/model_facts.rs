@@ -4,12 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use oomdoctor::catalog;
-use oomdoctor::evidence::{Facts, InputName, Provenance};
-use oomdoctor::model::memory::{self, CacheDtype, GIB};
-use oomdoctor::model::{config, geometry_facts, geometry_from_facts};
+use oomdoctor::facts::catalog;
+use oomdoctor::facts::evidence::{Facts, InputName, Provenance};
+use oomdoctor::ingest::model::{config, geometry_facts, geometry_from_facts};
+use oomdoctor::knowledge::memory::{self, CacheDtype, GIB};
 
-fn load(name: &str) -> oomdoctor::model::Geometry {
+fn load(name: &str) -> oomdoctor::ingest::model::Geometry {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/models")
         .join(name);

@@ -3,9 +3,9 @@
 //! windows and MLA by architecture, and hostile input (every truncation, random
 //! corruption) that must give an error, never a panic.
 
-use oomdoctor::model::geometry::Attention;
-use oomdoctor::model::gguf::{self, GgufError, GgufValue};
-use oomdoctor::model::memory::{self, CacheDtype, KvSpec, Trace};
+use oomdoctor::ingest::model::geometry::Attention;
+use oomdoctor::ingest::model::gguf::{self, GgufError, GgufValue};
+use oomdoctor::knowledge::memory::{self, CacheDtype, KvSpec, Trace};
 
 /// A metadata value to write.
 #[derive(Clone)]
@@ -297,7 +297,7 @@ fn sliding_window_patterns_follow_llama_cpp() {
             .kv(&format!("{arch}.attention.head_count_kv"), Val::U32(4))
             .kv(&format!("{arch}.attention.sliding_window"), Val::U32(1024))
     };
-    let sliding = |g: &oomdoctor::model::geometry::Geometry| -> Vec<usize> {
+    let sliding = |g: &oomdoctor::ingest::model::geometry::Geometry| -> Vec<usize> {
         (0..g.layers.len())
             .filter(|i| matches!(g.layers[*i].attention, Attention::Sliding { .. }))
             .collect()
@@ -514,9 +514,9 @@ fn missing_geometry_keys_are_named() {
 // Plans from a GGUF header: exact tensor bytes per layer decide -ngl.
 // ---------------------------------------------------------------------------------------
 
-use oomdoctor::model::Engine;
-use oomdoctor::model::fit::FitStatus;
-use oomdoctor::model::plan::{PlanArgs, PlanFormat, plan};
+use oomdoctor::knowledge::Engine;
+use oomdoctor::knowledge::fit::FitStatus;
+use oomdoctor::knowledge::plan::{PlanArgs, PlanFormat, plan};
 
 /// Llama-3-8B shapes with a Q4_K/Q6_K mix like Q4_K_M (header only: plans never read data).
 fn llama3_8b_q4() -> Gguf {

@@ -1,8 +1,8 @@
 //! `--gpu`: sizes, names as people and nvidia-smi write them, counts for tensor
 //! parallelism, names that need a size, and helpful errors.
 
-use oomdoctor::model::gpus::{GpuError, parse_gpu};
-use oomdoctor::model::memory::GIB;
+use oomdoctor::knowledge::gpus::{GpuError, parse_gpu};
+use oomdoctor::knowledge::memory::GIB;
 
 fn gib(spec: &str) -> f64 {
     let g = parse_gpu(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));

@@ -4,12 +4,13 @@
 
 use std::path::PathBuf;
 
-use oomdoctor::model::fit::{EnginePlan, FitStatus};
-use oomdoctor::model::memory::{self, CacheDtype, GIB, KvSpec, Trace};
-use oomdoctor::model::plan::{
+use oomdoctor::ingest::model::config;
+use oomdoctor::knowledge::{Engine, gpus};
+use oomdoctor::knowledge::fit::{EnginePlan, FitStatus};
+use oomdoctor::knowledge::memory::{self, CacheDtype, GIB, KvSpec, Trace};
+use oomdoctor::knowledge::plan::{
     PlanArgs, PlanError, PlanFormat, PlanReport, plan, render_human, render_json,
 };
-use oomdoctor::model::{Engine, config, gpus};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +45,7 @@ fn engine(r: &PlanReport, e: Engine) -> &EnginePlan {
         .unwrap_or_else(|| panic!("no {e:?} in the report"))
 }
 
-fn geometry(name: &str) -> oomdoctor::model::Geometry {
+fn geometry(name: &str) -> oomdoctor::ingest::model::Geometry {
     config::parse_config(&std::fs::read_to_string(fixture(name)).unwrap(), name).unwrap()
 }
 
@@ -153,7 +154,7 @@ fn llama_8b_full_context_fits_an_h100_under_vllm() {
 
 /// Re-checks a vLLM recommendation with the report's own overheads and independent
 /// arithmetic: total × util − weights − overheads ≥ concurrency × KV(context in blocks).
-fn assert_vllm_recommendation_fits(r: &PlanReport, g: &oomdoctor::model::Geometry) {
+fn assert_vllm_recommendation_fits(r: &PlanReport, g: &oomdoctor::ingest::model::Geometry) {
     let p = engine(r, Engine::Vllm);
     let rec = &p.recommended;
     assert!(rec.fits, "{}", p.verdict);

@@ -6,9 +6,9 @@
 //! two causes, the incident says so and names what would. Written by us in those shapes
 //! (`fixtures/pastes/`).
 
-use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
-use oomdoctor::report::{Diagnosis, IncidentReport};
-use oomdoctor::rules::{Direction, RuleSet};
+use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
+use oomdoctor::diagnosis::rules::{Direction, RuleSet};
 
 fn diagnose(name: &str) -> Diagnosis {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();

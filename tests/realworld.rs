@@ -19,9 +19,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
-use oomdoctor::report::{Diagnosis, IncidentReport};
-use oomdoctor::rules::RuleSet;
+use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
+use oomdoctor::diagnosis::rules::RuleSet;
 
 /// Strict top-1 accuracy must not fall below this share of the OOM logs.
 const STRICT_FLOOR: f64 = 0.85;

@@ -5,15 +5,15 @@
 use std::path::Path;
 
 fn replay_log(data: &[u8]) {
-    let input: oomdoctor::evidence::InputName = std::sync::Arc::from("regression.log");
+    let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("regression.log");
     let (evidence, _) = oomdoctor::incident::analyze_log(&mut &data[..], &input).unwrap();
-    let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
-    let mut d = oomdoctor::report::Diagnosis::new();
-    d.incidents = oomdoctor::diagnose::finish(
+    let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
+    let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
+    d.incidents = oomdoctor::diagnosis::verdict::finish(
         evidence
             .incidents
             .iter()
-            .map(|i| oomdoctor::diagnose::diagnose(i, &rules))
+            .map(|i| oomdoctor::diagnosis::verdict::diagnose(i, &rules))
             .collect(),
     );
     d.collect_excerpts();
@@ -33,19 +33,19 @@ fn replay_rule(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(rule) = oomdoctor::rules::parse_rule("r.toml", "r", text, "test") {
-        let facts = oomdoctor::evidence::Facts::new();
-        let _ = oomdoctor::rules::evaluate(&rule, &facts);
-        let _ = oomdoctor::rules::evaluate_fixes(&rule, &facts);
+    if let Ok(rule) = oomdoctor::diagnosis::rules::parse_rule("r.toml", "r", text, "test") {
+        let facts = oomdoctor::facts::evidence::Facts::new();
+        let _ = oomdoctor::diagnosis::rules::evaluate(&rule, &facts);
+        let _ = oomdoctor::diagnosis::rules::evaluate_fixes(&rule, &facts);
     }
-    let _ = oomdoctor::expr::Expr::parse(text);
+    let _ = oomdoctor::diagnosis::expr::Expr::parse(text);
 }
 
 fn replay_snapshot(data: &[u8]) {
-    let input: oomdoctor::evidence::InputName = std::sync::Arc::from("regression.pickle");
-    if let Ok(a) = oomdoctor::snapshot::read_snapshot(data, &input, &Default::default()) {
+    let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("regression.pickle");
+    if let Ok(a) = oomdoctor::ingest::snapshot::read_snapshot(data, &input, &Default::default()) {
         let _ = a.facts();
-        let _ = oomdoctor::plot::SnapshotPlot::from_analysis(&a);
+        let _ = oomdoctor::render::plot::SnapshotPlot::from_analysis(&a);
     }
 }
 
@@ -73,5 +73,5 @@ fn deeply_nested_expression_is_an_error() {
     // The rule_file target's stack overflow: parentheses nested 100,000 deep.
     let text = format!("{}1{}", "(".repeat(100_000), ")".repeat(100_000));
     replay_rule(text.as_bytes());
-    assert!(oomdoctor::expr::Expr::parse(&text).is_err());
+    assert!(oomdoctor::diagnosis::expr::Expr::parse(&text).is_err());
 }

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
-use oomdoctor::report::Diagnosis;
-use oomdoctor::rules::RuleSet;
+use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::report::Diagnosis;
+use oomdoctor::diagnosis::rules::RuleSet;
 
 fn fixtures_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rules")

@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use oomdoctor::catalog;
-use oomdoctor::evidence::{InputName, Unit};
-use oomdoctor::pickle::{Pickle, PickleLimits};
-use oomdoctor::snapshot::schema::{self, Action, BlockState};
-use oomdoctor::snapshot::{Category, LeakMethod, Moment, SnapshotAnalysis, read_snapshot};
+use oomdoctor::facts::catalog;
+use oomdoctor::facts::evidence::{InputName, Unit};
+use oomdoctor::ingest::snapshot::pickle::{Pickle, PickleLimits};
+use oomdoctor::ingest::snapshot::schema::{self, Action, BlockState};
+use oomdoctor::ingest::snapshot::{Category, LeakMethod, Moment, SnapshotAnalysis, read_snapshot};
 use serde_json::Value as Json;
 
 fn dir() -> PathBuf {

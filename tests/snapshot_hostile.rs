@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use oomdoctor::evidence::InputName;
-use oomdoctor::pickle::PickleLimits;
-use oomdoctor::snapshot::read_snapshot;
+use oomdoctor::facts::evidence::InputName;
+use oomdoctor::ingest::snapshot::pickle::PickleLimits;
+use oomdoctor::ingest::snapshot::read_snapshot;
 
 /// A tiny protocol-4 pickle writer for hand-made test values (no memo, no sharing).
 enum P {

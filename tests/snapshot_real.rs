@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use oomdoctor::evidence::InputName;
-use oomdoctor::pickle::PickleLimits;
-use oomdoctor::snapshot::{Category, Layout, Moment, SnapshotAnalysis, read_snapshot};
+use oomdoctor::facts::evidence::InputName;
+use oomdoctor::ingest::snapshot::pickle::PickleLimits;
+use oomdoctor::ingest::snapshot::{Category, Layout, Moment, SnapshotAnalysis, read_snapshot};
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;

@@ -1,9 +1,9 @@
 //! Insta snapshots of the human and JSON output for every rule fixture, so any change in
 //! what users see is reviewed (`cargo insta review`).
 
-use oomdoctor::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::rules::RuleSet;
 use oomdoctor::render::human::{Style, render};
-use oomdoctor::rules::RuleSet;
 
 fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
-use oomdoctor::evidence::{Facts, InputName};
-use oomdoctor::timeseries::{self, Pattern, SeriesAnalysis, SeriesError, SeriesFormat, SeriesSet};
+use oomdoctor::facts::evidence::{Facts, InputName};
+use oomdoctor::ingest::series::{
+    self, Pattern, SeriesAnalysis, SeriesError, SeriesFormat, SeriesSet,
+};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
@@ -21,10 +23,10 @@ fn path(name: &str) -> PathBuf {
 
 fn read(name: &str) -> SeriesSet {
     let bytes = std::fs::read(path(name)).unwrap();
-    let format = timeseries::sniff(&bytes[..bytes.len().min(64 << 10)])
+    let format = series::sniff(&bytes[..bytes.len().min(64 << 10)])
         .unwrap_or_else(|| panic!("{name}: not sniffed"));
     let input: InputName = Arc::from(name);
-    timeseries::read(bytes.as_slice(), &input, format).unwrap_or_else(|e| panic!("{name}: {e}"))
+    series::read(bytes.as_slice(), &input, format).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn analyse(names: &[&str]) -> SeriesAnalysis {
@@ -32,7 +34,7 @@ fn analyse(names: &[&str]) -> SeriesAnalysis {
     for n in names {
         set.merge(read(n));
     }
-    timeseries::analyze(&set)
+    series::analyze(&set)
 }
 
 fn time(s: &str) -> DateTime<Utc> {
@@ -82,7 +84,7 @@ fn every_fixture_is_sniffed_as_its_format_and_reads_cleanly() {
     for (name, want) in cases {
         let bytes = std::fs::read(path(name)).unwrap();
         assert_eq!(
-            timeseries::sniff(&bytes[..bytes.len().min(64 << 10)]),
+            series::sniff(&bytes[..bytes.len().min(64 << 10)]),
             Some(want),
             "{name}"
         );
@@ -95,7 +97,7 @@ fn every_fixture_is_sniffed_as_its_format_and_reads_cleanly() {
     }
     // The log of the leak incident is not a series.
     let log = std::fs::read(path("incident-leak/train.log")).unwrap();
-    assert_eq!(timeseries::sniff(&log), None);
+    assert_eq!(series::sniff(&log), None);
 }
 
 #[test]
@@ -181,7 +183,7 @@ fn an_ambiguous_oom_log_lined_up_with_its_series_is_one_leak_incident() {
     let stamp = &oom_line[..23];
     let a = analyse(&["smi-leak-2gpu.csv"]);
     let year = a.wall_span().map(|(s, _)| chrono::Datelike::year(&s));
-    let (t, naive) = timeseries::parse_log_time(stamp, year).unwrap();
+    let (t, naive) = series::parse_log_time(stamp, year).unwrap();
     assert!(naive);
 
     let same = a
@@ -296,7 +298,7 @@ fn contention_names_the_neighbour_pid() {
     // The job's own log fails 2 s after the last high sample: the same incident.
     let log = std::fs::read_to_string(path("incident-contention/train.log")).unwrap();
     let oom = log.lines().find(|l| l.contains(" - ERROR - ")).unwrap();
-    let (t, _) = timeseries::parse_log_time(&oom[..23], None).unwrap();
+    let (t, _) = series::parse_log_time(&oom[..23], None).unwrap();
     assert!(a.failure_near(Some(0), t, Duration::seconds(30)).is_some());
     let facts = a.facts_for(Some(0), Some(t));
     assert!(flag(&facts, "series.time_aligned"));
@@ -344,7 +346,7 @@ fn dcgm_spike_to_full_on_gpu0_and_a_harmless_spike_on_gpu1() {
 fn vllm_kv_pinned_with_a_growing_queue_and_preemptions() {
     let a = analyse(&["vllm-kv-pressure.prom"]);
     assert!(a.devices().is_empty());
-    assert_eq!(a.inputs[0].clock, timeseries::Clock::Sequence);
+    assert_eq!(a.inputs[0].clock, series::Clock::Sequence);
     let facts = a.facts_for(None, None);
     assert!(flag(&facts, "series.kv_pinned"));
     assert!(flag(&facts, "series.kv_pressure"));
@@ -438,8 +440,8 @@ fn every_fact_is_catalogued_with_provenance_where_it_has_a_source() {
         let facts = a.facts_for(d, None);
         assert!(!facts.is_empty());
         for (name, fact) in facts.iter() {
-            let def =
-                oomdoctor::catalog::lookup(name).unwrap_or_else(|| panic!("{name} not catalogued"));
+            let def = oomdoctor::facts::catalog::lookup(name)
+                .unwrap_or_else(|| panic!("{name} not catalogued"));
             assert!(def.name.starts_with("series."));
             for s in &fact.sources {
                 assert!(s.line.is_some() || s.locator.is_some(), "{name}: {s:?}");
@@ -503,21 +505,21 @@ fn the_analysis_serialises_downsampled_points_for_plots() {
 fn unreadable_inputs_are_errors_naming_the_line() {
     let log = std::fs::read(path("incident-leak/train.log")).unwrap();
     let input: InputName = Arc::from("train.log");
-    let err = timeseries::read(log.as_slice(), &input, SeriesFormat::SmiGpu).unwrap_err();
+    let err = series::read(log.as_slice(), &input, SeriesFormat::SmiGpu).unwrap_err();
     assert!(
         matches!(err, SeriesError::Unparseable { line: 1, .. }),
         "{err:?}"
     );
     let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
     assert_eq!(code.as_deref(), Some("oomdoctor::series::unparseable"));
-    let err = timeseries::read(log.as_slice(), &input, SeriesFormat::Prometheus).unwrap_err();
+    let err = series::read(log.as_slice(), &input, SeriesFormat::Prometheus).unwrap_err();
     assert!(matches!(err, SeriesError::Unparseable { .. }), "{err:?}");
-    let err = timeseries::read(log.as_slice(), &input, SeriesFormat::JsonLines).unwrap_err();
+    let err = series::read(log.as_slice(), &input, SeriesFormat::JsonLines).unwrap_err();
     assert!(
         matches!(err, SeriesError::Unparseable { line: 1, .. }),
         "{err:?}"
     );
-    let err = timeseries::read(log.as_slice(), &input, SeriesFormat::PlainCsv).unwrap_err();
+    let err = series::read(log.as_slice(), &input, SeriesFormat::PlainCsv).unwrap_err();
     assert!(
         matches!(err, SeriesError::NoUsedColumn { line: 1, .. }),
         "{err:?}"
@@ -553,11 +555,11 @@ fn a_spike_is_related_to_engine_load_when_both_share_a_clock() {
     }
     let input: InputName = Arc::from("both.prom");
     assert_eq!(
-        timeseries::sniff(text.as_bytes()),
+        series::sniff(text.as_bytes()),
         Some(SeriesFormat::Prometheus)
     );
-    let set = timeseries::read(text.as_bytes(), &input, SeriesFormat::Prometheus).unwrap();
-    let a = timeseries::analyze(&set);
+    let set = series::read(text.as_bytes(), &input, SeriesFormat::Prometheus).unwrap();
+    let a = series::analyze(&set);
     let failures = a.failures();
     assert_eq!(failures.len(), 1);
     let facts = &failures[0].facts;

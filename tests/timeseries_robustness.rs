@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use chrono::DateTime;
-use oomdoctor::evidence::InputName;
-use oomdoctor::timeseries::{self, SeriesFormat, SeriesSet};
+use oomdoctor::facts::evidence::InputName;
+use oomdoctor::ingest::series::{self, SeriesFormat, SeriesSet};
 
 /// A small deterministic generator, so failures reproduce.
 struct Rng(u64);
@@ -52,7 +52,7 @@ fn series_text(rng: &mut Rng) -> String {
 }
 
 fn exercise(set: &SeriesSet) {
-    let a = timeseries::analyze(set);
+    let a = series::analyze(set);
     let _ = serde_json::to_string(&a).unwrap();
     let _ = a.failures();
     let times = [
@@ -65,7 +65,7 @@ fn exercise(set: &SeriesSet) {
             let f = a.facts_for(d, t);
             let _ = a.facts_for_process(d, t, Some(42));
             for (name, _) in f.iter() {
-                assert!(oomdoctor::catalog::lookup(name).is_some(), "{name}");
+                assert!(oomdoctor::facts::catalog::lookup(name).is_some(), "{name}");
             }
         }
     }
@@ -84,10 +84,10 @@ fn random_series_never_panic() {
     let input: InputName = Arc::from("random.csv");
     for _ in 0..300 {
         let text = series_text(&mut rng);
-        match timeseries::read(text.as_bytes(), &input, SeriesFormat::SmiGpu) {
+        match series::read(text.as_bytes(), &input, SeriesFormat::SmiGpu) {
             Ok(set) => exercise(&set),
             Err(e) => assert!(
-                text.lines().count() <= 1 || matches!(e, timeseries::SeriesError::Empty { .. }),
+                text.lines().count() <= 1 || matches!(e, series::SeriesError::Empty { .. }),
                 "{e}"
             ),
         }
@@ -104,7 +104,7 @@ fn random_bytes_through_every_parser_never_panic() {
         let bytes: Vec<u8> = (0..len)
             .map(|_| alphabet[rng.below(alphabet.len() as u64) as usize])
             .collect();
-        let _ = timeseries::sniff(&bytes);
+        let _ = series::sniff(&bytes);
         for format in [
             SeriesFormat::SmiGpu,
             SeriesFormat::SmiApps,
@@ -112,7 +112,7 @@ fn random_bytes_through_every_parser_never_panic() {
             SeriesFormat::PlainCsv,
             SeriesFormat::JsonLines,
         ] {
-            if let Ok(set) = timeseries::read(bytes.as_slice(), &input, format) {
+            if let Ok(set) = series::read(bytes.as_slice(), &input, format) {
                 if round % 4 == 0 {
                     exercise(&set);
                 }
@@ -130,7 +130,7 @@ fn degenerate_series_analyse_cleanly() {
         "t,used\n1,1\n2,1\n3,1\n4,1\n5,1\n6,1\n7,1\n8,1\n9,1\n10,1\n",
         "timestamp,used_bytes,total_bytes\n2025-09-07T22:33:21Z,10,10\n2025-09-07T22:33:22Z,0,10\n",
     ] {
-        let set = timeseries::read(text.as_bytes(), &input, SeriesFormat::PlainCsv).unwrap();
+        let set = series::read(text.as_bytes(), &input, SeriesFormat::PlainCsv).unwrap();
         exercise(&set);
     }
 }

@@ -4,15 +4,15 @@ use libfuzzer_sys::fuzz_target;
 use std::sync::LazyLock;
 
 /// Parsed once: rebuilding the rule set per input was most of each run's time.
-static RULES: LazyLock<oomdoctor::rules::RuleSet> =
-    LazyLock::new(|| oomdoctor::rules::RuleSet::builtin().expect("built-in rules load"));
+static RULES: LazyLock<oomdoctor::diagnosis::rules::RuleSet> =
+    LazyLock::new(|| oomdoctor::diagnosis::rules::RuleSet::builtin().expect("built-in rules load"));
 
 fuzz_target!(|data: &[u8]| {
-    let input: oomdoctor::evidence::InputName = std::sync::Arc::from("fuzz.log");
+    let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("fuzz.log");
     let Ok((evidence, _)) = oomdoctor::incident::analyze_log(&mut &data[..], &input) else { return };
     let rules = &*RULES;
-    let mut d = oomdoctor::report::Diagnosis::new();
-    d.incidents = oomdoctor::diagnose::finish(evidence.incidents.iter().map(|i| oomdoctor::diagnose::diagnose(i, rules)).collect());
+    let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
+    d.incidents = oomdoctor::diagnosis::verdict::finish(evidence.incidents.iter().map(|i| oomdoctor::diagnosis::verdict::diagnose(i, rules)).collect());
     d.collect_excerpts();
     let _ = oomdoctor::render::json::render(&d);
     let _ = oomdoctor::render::human::render(&d, &oomdoctor::render::human::Style { color: true, width: 80 }, true);

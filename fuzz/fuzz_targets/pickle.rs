@@ -4,8 +4,8 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let mut limits = oomdoctor::pickle::PickleLimits::default();
+    let mut limits = oomdoctor::ingest::snapshot::pickle::PickleLimits::default();
     limits.max_objects = 100_000;
     limits.max_stack_depth = 10_000;
-    let _ = oomdoctor::pickle::Pickle::parse(data, &limits);
+    let _ = oomdoctor::ingest::snapshot::pickle::Pickle::parse(data, &limits);
 });

@@ -6,8 +6,8 @@ use libfuzzer_sys::fuzz_target;
 use oomdoctor::render::terminal::is_unsafe;
 use std::sync::LazyLock;
 
-static RULES: LazyLock<oomdoctor::rules::RuleSet> =
-    LazyLock::new(|| oomdoctor::rules::RuleSet::builtin().expect("built-in rules load"));
+static RULES: LazyLock<oomdoctor::diagnosis::rules::RuleSet> =
+    LazyLock::new(|| oomdoctor::diagnosis::rules::RuleSet::builtin().expect("built-in rules load"));
 
 /// Every control character in `text` is a newline, or (when `sgr`) starts `ESC [ digits ; m`.
 fn check(text: &str, sgr: bool) {
@@ -29,14 +29,14 @@ fn check(text: &str, sgr: bool) {
 fuzz_target!(|data: &[u8]| {
     // The input's name is hostile too: the first line of the data.
     let name = String::from_utf8_lossy(data.split(|b| *b == b'\n').next().unwrap_or(b""));
-    let input: oomdoctor::evidence::InputName = std::sync::Arc::from(&*name);
+    let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from(&*name);
     let Ok((evidence, _)) = oomdoctor::incident::analyze_log(&mut &data[..], &input) else {
         return;
     };
     let rules = &*RULES;
-    let mut d = oomdoctor::report::Diagnosis::new();
-    d.incidents = oomdoctor::diagnose::finish(
-        evidence.incidents.iter().map(|i| oomdoctor::diagnose::diagnose(i, rules)).collect(),
+    let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
+    d.incidents = oomdoctor::diagnosis::verdict::finish(
+        evidence.incidents.iter().map(|i| oomdoctor::diagnosis::verdict::diagnose(i, rules)).collect(),
     );
     d.collect_excerpts();
     for color in [false, true] {

@@ -3,11 +3,11 @@
 //! each device and the terminal charts.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use oomdoctor::timeseries::{self, SeriesFormat};
+use oomdoctor::ingest::series::{self, SeriesFormat};
 
 fuzz_target!(|data: &[u8]| {
-    let input: oomdoctor::evidence::InputName = std::sync::Arc::from("fuzz.csv");
-    let _ = timeseries::sniff(data);
+    let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("fuzz.csv");
+    let _ = series::sniff(data);
     for format in [
         SeriesFormat::SmiGpu,
         SeriesFormat::SmiApps,
@@ -15,8 +15,8 @@ fuzz_target!(|data: &[u8]| {
         SeriesFormat::PlainCsv,
         SeriesFormat::JsonLines,
     ] {
-        let Ok(set) = timeseries::read(data, &input, format) else { continue };
-        let a = timeseries::analyze(&set);
+        let Ok(set) = series::read(data, &input, format) else { continue };
+        let a = series::analyze(&set);
         let _ = a.facts_for(None, None);
         for d in a.devices() {
             let _ = a.facts_for(Some(d), None);

@@ -3,10 +3,10 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let input: oomdoctor::evidence::InputName = std::sync::Arc::from("fuzz.pickle");
-    let limits = oomdoctor::pickle::PickleLimits::default();
-    if let Ok(a) = oomdoctor::snapshot::read_snapshot(data, &input, &limits) {
+    let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("fuzz.pickle");
+    let limits = oomdoctor::ingest::snapshot::pickle::PickleLimits::default();
+    if let Ok(a) = oomdoctor::ingest::snapshot::read_snapshot(data, &input, &limits) {
         let _ = a.facts();
-        let _ = oomdoctor::plot::SnapshotPlot::from_analysis(&a);
+        let _ = oomdoctor::render::plot::SnapshotPlot::from_analysis(&a);
     }
 });

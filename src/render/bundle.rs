@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::markdown::{self, code, escape, fenced};
-use crate::plot::{BlockState, SnapshotPlot};
-use crate::report::Diagnosis;
+use crate::diagnosis::report::Diagnosis;
+use crate::render::plot::{BlockState, SnapshotPlot};
 
 /// Lines of one input around the evidence.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::Policy;
 use super::text::{count, headline, location, place, weight};
-use crate::report::Diagnosis;
+use crate::diagnosis::report::Diagnosis;
 
 /// Escapes a workflow command's message.
 pub fn escape_data(s: &str) -> String {

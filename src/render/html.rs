@@ -2,10 +2,10 @@
 //!
 //! The verdict comes first (cause, confidence, the one sentence with the numbers, the fix to
 //! try first), then the pictures: device memory at the failure (from the OOM message's
-//! figures), memory over time with the OOM marked ([`crate::plot::SeriesPlot`]), a
+//! figures), memory over time with the OOM marked ([`crate::render::plot::SeriesPlot`]), a
 //! snapshot's segment map with its free blocks and the failed request drawn to the same
 //! scale, live memory by category and the top allocation sites
-//! ([`crate::plot::SnapshotPlot`]); then the evidence, every fix, the causes that lost and
+//! ([`crate::render::plot::SnapshotPlot`]); then the evidence, every fix, the causes that lost and
 //! the log lines with the numbers the verdict read highlighted.
 //!
 //! Everything is inline: CSS, SVG charts and a few lines of script for hover read-outs. The
@@ -18,9 +18,9 @@ use std::fmt::Write as _;
 
 use super::Policy;
 use super::text::{self, count, gib, location, place, weight};
-use crate::evidence::Facts;
-use crate::plot::{BlockState, MarkKind, SeriesPlot, SnapshotPlot};
-use crate::report::{Diagnosis, IncidentReport};
+use crate::diagnosis::report::{Diagnosis, IncidentReport};
+use crate::facts::evidence::Facts;
+use crate::render::plot::{BlockState, MarkKind, SeriesPlot, SnapshotPlot};
 
 /// Okabe & Ito's palette, safe for the common colour-vision deficiencies.
 pub const PALETTE: [&str; 8] = [
@@ -1158,7 +1158,7 @@ fn inputs_section(d: &Diagnosis, out: &mut String) {
                 ""
             },
             i.kind,
-            esc(&crate::units::format_bytes(i.bytes)),
+            esc(&crate::facts::units::format_bytes(i.bytes)),
             i.lines.map(|l| l.to_string()).unwrap_or_else(|| "—".into()),
             i.incidents
         );

@@ -12,8 +12,8 @@ use miette::{
     MietteSpanContents, SourceCode, SourceSpan, SpanContents,
 };
 
-use crate::evidence::{Facts, Provenance};
-use crate::report::{Diagnosis, EvidenceItem, IncidentReport};
+use crate::diagnosis::report::{Diagnosis, EvidenceItem, IncidentReport};
+use crate::facts::evidence::{Facts, Provenance};
 
 /// Terminal styling, off when output is not a terminal.
 #[derive(Clone, Copy, Debug)]
@@ -486,7 +486,7 @@ pub fn render(d: &Diagnosis, style: &Style, explain: bool) -> String {
         .filter(|i| i.kind == "series")
         .map(|i| i.name.as_str())
         .collect();
-    let mut charted: Vec<&crate::plot::SeriesPlot> = Vec::new();
+    let mut charted: Vec<&crate::render::plot::SeriesPlot> = Vec::new();
     let distinct = d.distinct_incidents().count();
     let head = format!(
         "{}{} in {inputs}",
@@ -745,7 +745,10 @@ fn skipped(d: &Diagnosis, style: &Style, out: &mut String) {
 }
 
 /// The plot of the device an incident's series facts describe.
-fn plot_for<'d>(r: &IncidentReport, d: &'d Diagnosis) -> Option<&'d crate::plot::SeriesPlot> {
+fn plot_for<'d>(
+    r: &IncidentReport,
+    d: &'d Diagnosis,
+) -> Option<&'d crate::render::plot::SeriesPlot> {
     let fact = r.facts.get("series.device")?;
     let device = r.facts.num("series.device")? as u32;
     let input = fact.sources.first().map(|s| s.input.to_string());
@@ -756,7 +759,7 @@ fn plot_for<'d>(r: &IncidentReport, d: &'d Diagnosis) -> Option<&'d crate::plot:
 }
 
 /// Seconds since a plot's start of an RFC 3339 time.
-fn plot_offset(p: &crate::plot::SeriesPlot, time: &str) -> Option<f64> {
+fn plot_offset(p: &crate::render::plot::SeriesPlot, time: &str) -> Option<f64> {
     let start = chrono::DateTime::parse_from_rfc3339(p.start.as_deref()?).ok()?;
     let t = chrono::DateTime::parse_from_rfc3339(time).ok()?;
     Some((t - start).num_milliseconds() as f64 / 1000.0)
@@ -773,7 +776,7 @@ fn show_time(t: &str) -> String {
 }
 
 /// How the series was lined up with the incident, in one sentence naming the inputs.
-fn alignment(r: &IncidentReport, p: &crate::plot::SeriesPlot) -> String {
+fn alignment(r: &IncidentReport, p: &crate::render::plot::SeriesPlot) -> String {
     let f = &r.facts;
     let gpu = p.device.map_or(String::new(), |d| format!("GPU {d} of "));
     let series = format!("{gpu}{}", p.input);
@@ -832,7 +835,7 @@ fn incident_series<'d>(
     style: &Style,
     d: &'d Diagnosis,
     out: &mut String,
-) -> Option<&'d crate::plot::SeriesPlot> {
+) -> Option<&'d crate::render::plot::SeriesPlot> {
     let p = plot_for(r, d)?;
     let mark = r
         .facts
@@ -841,7 +844,7 @@ fn incident_series<'d>(
         .or_else(|| {
             p.marks
                 .iter()
-                .find(|m| m.kind == crate::plot::MarkKind::Oom)
+                .find(|m| m.kind == crate::render::plot::MarkKind::Oom)
                 .map(|m| m.t)
         });
     let _ = writeln!(
@@ -854,13 +857,13 @@ fn incident_series<'d>(
         style.dim(l)
     });
     let width = style.width.saturating_sub(24).clamp(40, 72);
-    for line in crate::timeseries::plot_chart(p, width, 5, mark, "failure").lines() {
+    for line in crate::ingest::series::plot_chart(p, width, 5, mark, "failure").lines() {
         let _ = writeln!(out, "    {}", style.cyan(line));
     }
     for m in p
         .marks
         .iter()
-        .filter(|m| m.kind == crate::plot::MarkKind::Event)
+        .filter(|m| m.kind == crate::render::plot::MarkKind::Event)
     {
         let _ = writeln!(
             out,
@@ -868,7 +871,7 @@ fn incident_series<'d>(
             style.dim(&format!(
                 "· {} (from {})",
                 m.label,
-                crate::timeseries::plot_time(p, m.t)
+                crate::ingest::series::plot_time(p, m.t)
             ))
         );
     }
@@ -878,12 +881,12 @@ fn incident_series<'d>(
 /// Devices whose series no incident drew: one line of numbers and a sparkline each.
 fn series_summaries(
     d: &Diagnosis,
-    charted: &[&crate::plot::SeriesPlot],
+    charted: &[&crate::render::plot::SeriesPlot],
     style: &Style,
     out: &mut String,
 ) {
-    use crate::units::format_bytes;
-    let rest: Vec<&crate::plot::SeriesPlot> = d
+    use crate::facts::units::format_bytes;
+    let rest: Vec<&crate::render::plot::SeriesPlot> = d
         .series
         .iter()
         .filter(|p| !charted.iter().any(|c| std::ptr::eq(*c, *p)))
@@ -917,18 +920,18 @@ fn series_summaries(
             p.input,
             format_bytes(lo),
             format_bytes(hi),
-            crate::timeseries::plot_time(p, t0),
-            crate::timeseries::plot_time(p, t1)
+            crate::ingest::series::plot_time(p, t0),
+            crate::ingest::series::plot_time(p, t1)
         );
         para(out, style, indent(2), 4, &range, &|l| style.dim(l));
         let oom = p
             .marks
             .iter()
-            .find(|m| m.kind == crate::plot::MarkKind::Oom)
+            .find(|m| m.kind == crate::render::plot::MarkKind::Oom)
             .map(|m| m.t);
         let width = style.width.saturating_sub(12).clamp(40, 72);
-        let scale = crate::timeseries::plot_sparkline_scale(p);
-        for line in crate::timeseries::plot_sparkline(p, width, oom, Some(scale)).lines() {
+        let scale = crate::ingest::series::plot_sparkline_scale(p);
+        for line in crate::ingest::series::plot_sparkline(p, width, oom, Some(scale)).lines() {
             let _ = writeln!(out, "    {}", style.cyan(line));
         }
         let _ = writeln!(
@@ -947,7 +950,7 @@ fn series_summaries(
                 style.dim(&format!(
                     "· {} ({})",
                     m.label,
-                    crate::timeseries::plot_time(p, m.t)
+                    crate::ingest::series::plot_time(p, m.t)
                 ))
             );
         }
@@ -966,7 +969,7 @@ fn series_summaries(
 /// What each snapshot showed: the state at the OOM (or peak), what the memory was for, where
 /// it was allocated, and any growth across steps. One block per input, a line per device.
 fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
-    use crate::units::format_bytes;
+    use crate::facts::units::format_bytes;
     let mut inputs: Vec<&str> = Vec::new();
     for p in &d.snapshots {
         if !inputs.contains(&p.input.as_str()) {
@@ -974,7 +977,7 @@ fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
         }
     }
     for input in inputs {
-        let plots: Vec<&crate::plot::SnapshotPlot> =
+        let plots: Vec<&crate::render::plot::SnapshotPlot> =
             d.snapshots.iter().filter(|p| p.input == input).collect();
         let generation = plots.first().map(|p| p.generation.as_str()).unwrap_or("");
         let oom = plots
@@ -1045,7 +1048,7 @@ fn snapshot_summaries(d: &Diagnosis, style: &Style, out: &mut String) {
                     out,
                     "    {} live memory grows by {} per step over {} steps{}",
                     style.yellow("growth:"),
-                    crate::units::format_bytes_f(l.slope_bytes_per_step),
+                    crate::facts::units::format_bytes_f(l.slope_bytes_per_step),
                     l.steps,
                     l.site
                         .as_ref()

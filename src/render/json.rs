@@ -1,7 +1,7 @@
 //! `--format json`: the diagnosis as the versioned JSON contract (`schema_version` 1),
 //! documented in `schema/diagnosis-v1.json` and the README.
 
-use crate::report::Diagnosis;
+use crate::diagnosis::report::Diagnosis;
 
 /// Serialises a diagnosis, pretty-printed, with a trailing newline.
 pub fn render(d: &Diagnosis) -> String {

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::Policy;
 use super::text::{self, headline, location, place, weight};
-use crate::report::{Diagnosis, IncidentReport};
+use crate::diagnosis::report::{Diagnosis, IncidentReport};
 
 /// Escapes text for XML 1.0 attribute values; drops characters XML cannot hold.
 pub fn escape(s: &str) -> String {

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use super::Policy;
 use super::text::{self, count, headline, location, place, weight};
-use crate::report::{Diagnosis, FixReport, IncidentReport};
+use crate::diagnosis::report::{Diagnosis, FixReport, IncidentReport};
 
 /// How to render.
 #[derive(Clone, Debug)]
@@ -106,7 +106,7 @@ fn h(level: usize) -> String {
 
 fn fix_lang(f: &FixReport) -> &'static str {
     match f.kind {
-        crate::rules::FixKind::Env | crate::rules::FixKind::Command => "sh",
+        crate::diagnosis::rules::FixKind::Env | crate::diagnosis::rules::FixKind::Command => "sh",
         _ => "text",
     }
 }

@@ -1,7 +1,9 @@
-//! Renderers: turn a [`crate::report::Diagnosis`] into text for people or programs. They
+//! Renderers: turn a [`crate::diagnosis::report::Diagnosis`] into text for people or programs. They
 //! never decide anything; every number they print is already in the diagnosis. Each is a
 //! function of the diagnosis plus options that only say *how* to print (colour, which causes
 //! the CI policy treats as failures, the rule descriptions SARIF lists).
+
+pub mod plot;
 
 pub mod bundle;
 pub mod github;
@@ -14,8 +16,8 @@ pub mod sarif;
 pub mod terminal;
 pub(crate) mod text;
 
-use crate::cause::Cause;
-use crate::report::IncidentReport;
+use crate::diagnosis::cause::Cause;
+use crate::diagnosis::report::IncidentReport;
 
 /// Output formats of a diagnosis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::text::headline;
 use super::{Policy, RuleInfo};
-use crate::report::{Diagnosis, IncidentReport};
+use crate::diagnosis::report::{Diagnosis, IncidentReport};
 
 /// The schema the output declares.
 pub const SCHEMA: &str =

@@ -30,15 +30,15 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::evidence::{Fact, Facts, Provenance, Value};
-use crate::plot::{
-    CategoryBytes, LeakPlot, Segment, SeriesMark, SeriesPlot, SiteBytes, SnapshotPlot,
-};
-use crate::report::{
+use crate::diagnosis::report::{
     Alternative, Diagnosis, EvidenceItem, Excerpt, FixReport, IncidentReport, InputErrorReport,
     InputReport, Location, SkippedInput,
 };
-use crate::rules::FixValue;
+use crate::diagnosis::rules::FixValue;
+use crate::facts::evidence::{Fact, Facts, Provenance, Value};
+use crate::render::plot::{
+    CategoryBytes, LeakPlot, Segment, SeriesMark, SeriesPlot, SiteBytes, SnapshotPlot,
+};
 
 /// Whether a character must not reach a terminal as it is.
 pub fn is_unsafe(c: char) -> bool {

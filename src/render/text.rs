@@ -1,8 +1,8 @@
 //! Small pieces of wording shared by the renderers, so every format says the same thing the
 //! same way.
 
-use crate::report::{EvidenceItem, IncidentReport, Location, Summary};
-use crate::units::format_bytes;
+use crate::diagnosis::report::{EvidenceItem, IncidentReport, Location, Summary};
+use crate::facts::units::format_bytes;
 
 /// `device-oom · GPU 1 · pytorch · phase backward (after 319 steps) · requested 1.96 GiB ·
 /// seen 2× across ranks 0, 1`.

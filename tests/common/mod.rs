@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use oomdoctor::plot::{
+use oomdoctor::render::plot::{
     Block, BlockState, CategoryBytes, MarkKind, Segment, SeriesMark, SeriesPlot, SiteBytes,
     SnapshotPlot,
 };

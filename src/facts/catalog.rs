@@ -1,0 +1,197 @@
+//! The fact catalogue: every fact name a parser may emit and a rule may read.
+//!
+//! Each parser module owns a `FACTS` slice describing the facts it produces; this module
+//! strings them together in [`SECTIONS`] and answers lookups. The catalogue is the contract
+//! between parsers and rule files: `oomdoctor facts` lists it, the rule loader rejects
+//! unknown names (pointing at the line), and a test keeps names unique and well formed.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use crate::facts::evidence::Unit;
+
+/// One catalogued fact.
+#[derive(Debug)]
+pub struct FactDef {
+    /// Dotted, lower-case name: `oom.requested_bytes`.
+    pub name: &'static str,
+    pub unit: Unit,
+    /// One sentence: what it measures and where it usually comes from.
+    pub doc: &'static str,
+}
+
+/// Shorthand used by the `FACTS` tables.
+pub const fn fact(name: &'static str, unit: Unit, doc: &'static str) -> FactDef {
+    FactDef { name, unit, doc }
+}
+
+/// Facts about the incident itself, not tied to one producer.
+pub const CORE: &[FactDef] = &[
+    fact(
+        "failure.kind",
+        Unit::Text,
+        "What failed: device-oom, host-oom, kv-capacity, kv-exhausted, engine-budget, no-kv-memory, device-limit.",
+    ),
+    fact(
+        "failure.engine",
+        Unit::Text,
+        "The producer of the failure line (pytorch, vllm, llama.cpp, linux, ...).",
+    ),
+    fact(
+        "failure.copies",
+        Unit::Count,
+        "How many copies of this failure were folded into the incident (ranks, re-raised tracebacks, restarts).",
+    ),
+    fact(
+        "failure.ranks",
+        Unit::Count,
+        "How many distinct ranks or worker processes reported it.",
+    ),
+    fact(
+        "failure.devices",
+        Unit::Count,
+        "How many distinct devices reported it.",
+    ),
+    fact(
+        "engine",
+        Unit::Text,
+        "The engine that ran the workload (vllm when a PyTorch OOM happens inside vLLM).",
+    ),
+    fact(
+        "engine.diffusion_ui",
+        Unit::Flag,
+        "Set when the engine is an image-generation web UI (ComfyUI, AUTOMATIC1111/Forge): its own rules replace the training-oriented PyTorch ones.",
+    ),
+    fact(
+        "phase",
+        Unit::Text,
+        "When the failure hit: model-load, engine-startup, cuda-graph-capture, warmup, first-step, steady-state, backward, optimizer-step, generation, evaluation, serving, unknown.",
+    ),
+    fact(
+        "phase.steps_completed",
+        Unit::Count,
+        "Training steps or iterations the log shows completed before the failure.",
+    ),
+    fact(
+        "phase.epoch",
+        Unit::Count,
+        "The epoch the log shows at the failure.",
+    ),
+    fact(
+        "phase.frames",
+        Unit::Text,
+        "The traceback above the failure, innermost frame first, as `file:function` joined by ` < ` (bounded).",
+    ),
+    fact(
+        "phase.evidence",
+        Unit::Text,
+        "The traceback frame or log line that decided the phase.",
+    ),
+    fact(
+        "run.restarts",
+        Unit::Count,
+        "How many times the log shows the program starting.",
+    ),
+    fact(
+        "log.memory_first_bytes",
+        Unit::Bytes,
+        "The first device-memory figure the run itself logged (progress lines such as `mem 10.2 GiB`).",
+    ),
+    fact(
+        "log.memory_last_bytes",
+        Unit::Bytes,
+        "The last device-memory figure the run logged before the failure.",
+    ),
+    fact(
+        "log.memory_max_bytes",
+        Unit::Bytes,
+        "The largest device-memory figure the run logged.",
+    ),
+    fact(
+        "log.memory_samples",
+        Unit::Count,
+        "How many device-memory figures the run logged.",
+    ),
+    fact(
+        "log.memory_increases",
+        Unit::Count,
+        "How many of those figures were higher than the one before.",
+    ),
+    fact(
+        "log.memory_growth_bytes",
+        Unit::Bytes,
+        "Last minus first logged device-memory figure.",
+    ),
+];
+
+/// Every section of the catalogue. Parser modules register their `FACTS` here.
+pub const SECTIONS: &[&[FactDef]] = &[
+    CORE,
+    crate::ingest::log::engines::pytorch::FACTS,
+    crate::ingest::log::engines::training::FACTS,
+    crate::ingest::log::engines::host::FACTS,
+    crate::ingest::log::engines::comfyui::FACTS,
+    crate::ingest::log::engines::webui::FACTS,
+    crate::ingest::model::FACTS,
+    crate::ingest::snapshot::FACTS,
+    crate::ingest::sidecar::FACTS,
+    crate::ingest::series::FACTS,
+    // Local engines and the host side.
+    crate::ingest::log::engines::llamacpp::FACTS,
+    crate::ingest::log::engines::ollama::FACTS,
+    crate::ingest::log::engines::kernel::FACTS,
+    crate::ingest::log::engines::systemd::FACTS,
+    crate::ingest::log::engines::kubernetes::FACTS,
+    crate::ingest::log::engines::ray::FACTS,
+    crate::ingest::log::engines::smi_table::FACTS,
+    crate::ingest::log::engines::slurm::FACTS,
+    crate::ingest::log::engines::xla::FACTS,
+    crate::ingest::log::engines::deepspeed::FACTS,
+    // LLM serving engines.
+    crate::ingest::log::engines::vllm::FACTS,
+    crate::ingest::log::engines::sglang::FACTS,
+    crate::ingest::log::engines::tgi::FACTS,
+    crate::ingest::log::engines::trtllm::FACTS,
+];
+
+static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {
+    SECTIONS
+        .iter()
+        .flat_map(|s| s.iter())
+        .map(|d| (d.name, d))
+        .collect()
+});
+
+/// Finds a fact definition by name.
+pub fn lookup(name: &str) -> Option<&'static FactDef> {
+    INDEX.get(name).copied()
+}
+
+/// All facts, in section order.
+pub fn all() -> impl Iterator<Item = &'static FactDef> {
+    SECTIONS.iter().flat_map(|s| s.iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_well_formed() {
+        let mut seen = std::collections::HashSet::new();
+        for d in all() {
+            assert!(seen.insert(d.name), "duplicate fact {}", d.name);
+            assert!(
+                d.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_'),
+                "bad fact name {}",
+                d.name
+            );
+            assert!(!d.doc.is_empty(), "fact {} has no doc", d.name);
+            if d.name.ends_with("_bytes") {
+                assert_eq!(d.unit, Unit::Bytes, "{} should be in bytes", d.name);
+            }
+        }
+    }
+}

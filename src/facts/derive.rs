@@ -1,0 +1,870 @@
+//! Derived facts: numbers computed from other facts once, in Rust, so every rule sees the
+//! same arithmetic and every derived value carries the sources of its inputs.
+//!
+//! Each producer module may add a derivation here; they run in order, so later ones can use
+//! earlier results.
+
+use crate::facts::evidence::Facts;
+
+/// A derivation reads facts and adds new ones.
+pub type Derivation = fn(&mut Facts);
+
+/// Every derivation, in the order they run.
+pub const DERIVATIONS: &[Derivation] = &[
+    engine_family,
+    fused_phase,
+    torch_oom,
+    model_weights,
+    // Local engines and the host side.
+    llamacpp_fit,
+    ollama_fit,
+    xla_fit,
+    host_fit,
+    ray_fit,
+    // LLM serving engines.
+    vllm,
+    trtllm,
+];
+
+/// Runs every derivation.
+pub fn derive(facts: &mut Facts) {
+    for d in DERIVATIONS {
+        d(facts);
+    }
+}
+
+/// The phase, once every input is fused: a log that could not tell when it failed takes the
+/// phase the memory snapshot's failing allocation shows (an optimizer-state allocation is the
+/// optimizer step, a weight is the load). The log's own reading, when it has one, stands.
+fn fused_phase(f: &mut Facts) {
+    if f.str("phase")
+        .is_some_and(|p| p != crate::incident::phase::id::UNKNOWN)
+    {
+        return;
+    }
+    if let Some(p) = f
+        .str("snapshot.oom_category")
+        .and_then(crate::incident::phase::of_allocation_category)
+    {
+        f.derive("phase", p, &["snapshot.oom_category"]);
+    }
+}
+
+/// Engines whose PyTorch OOMs the generic training rules must leave to the engine's own
+/// rules: an image-generation web UI's OOM is about its model-loading mode and the image's
+/// working memory, not a training batch or a leak across steps.
+fn engine_family(f: &mut Facts) {
+    use crate::ingest::log::engines::id;
+    if matches!(f.str("engine"), Some(id::COMFYUI | id::WEBUI)) {
+        f.derive("engine.diffusion_ui", true, &["engine"]);
+    }
+}
+
+/// The numbers PyTorch's OOM message implies but does not print.
+fn torch_oom(f: &mut Facts) {
+    if let (Some(total), Some(free)) = (f.num("oom.total_bytes"), f.num("oom.free_bytes")) {
+        if !f.contains("oom.device_used_bytes") {
+            f.derive(
+                "oom.device_used_bytes",
+                (total - free).max(0.0),
+                &["oom.total_bytes", "oom.free_bytes"],
+            );
+        }
+    }
+    if !f.contains("oom.reserved_bytes") {
+        if let (Some(a), Some(u)) = (
+            f.num("oom.allocated_bytes"),
+            f.num("oom.reserved_unallocated_bytes"),
+        ) {
+            f.derive(
+                "oom.reserved_bytes",
+                a + u,
+                &["oom.allocated_bytes", "oom.reserved_unallocated_bytes"],
+            );
+        }
+    }
+    if let (Some(total), Some(free), Some(reserved)) = (
+        f.num("oom.total_bytes"),
+        f.num("oom.free_bytes"),
+        f.num("oom.reserved_bytes"),
+    ) {
+        if !f.contains("oom.unaccounted_bytes") {
+            f.derive(
+                "oom.unaccounted_bytes",
+                (total - free - reserved).max(0.0),
+                &["oom.total_bytes", "oom.free_bytes", "oom.reserved_bytes"],
+            );
+        }
+    }
+    if let (Some(self_used), Some(reserved)) =
+        (f.num("oom.self_used_bytes"), f.num("oom.reserved_bytes"))
+    {
+        if !f.contains("oom.non_torch_self_bytes") {
+            f.derive(
+                "oom.non_torch_self_bytes",
+                (self_used - reserved).max(0.0),
+                &["oom.self_used_bytes", "oom.reserved_bytes"],
+            );
+        }
+    }
+}
+
+/// Bytes per parameter of a dtype name as logs print it.
+pub fn dtype_bytes(dtype: &str) -> Option<f64> {
+    let d = dtype
+        .trim()
+        .trim_start_matches("torch.")
+        .to_ascii_lowercase();
+    Some(match d.as_str() {
+        "float32" | "fp32" | "float" | "f32" => 4.0,
+        "float16" | "fp16" | "half" | "f16" | "bfloat16" | "bf16" => 2.0,
+        "int8" | "fp8" | "float8" | "8bit" | "q8_0" => 1.0,
+        "4bit" | "nf4" | "int4" | "fp4" | "q4_0" => 0.5,
+        _ => return None,
+    })
+}
+
+fn model_weights(f: &mut Facts) {
+    if f.contains("model.weights_bytes") {
+        return;
+    }
+    if let (Some(params), Some(bytes)) = (
+        f.num("model.params"),
+        f.str("model.dtype").and_then(dtype_bytes),
+    ) {
+        f.derive(
+            "model.weights_bytes",
+            params * bytes,
+            &["model.params", "model.dtype"],
+        );
+    }
+}
+
+const GIB: f64 = 1073741824.0;
+
+fn round_down(x: f64, step: f64) -> f64 {
+    (x / step).floor() * step
+}
+
+/// llama.cpp (and Ollama's llama.cpp runner): what the logged capacity can hold. Free device
+/// memory at load (less 5%) is the budget; weights per layer come from the failed weights
+/// allocation (or the model buffers / file size), KV bytes per token from the KV buffers (or
+/// the failed KV allocation) over the context. Nothing is derived without the capacity.
+fn llamacpp_fit(f: &mut Facts) {
+    let single_gpu = f.num("llamacpp.gpu_count").is_none_or(|n| n <= 1.0);
+    let kind = f.str("llamacpp.alloc_kind").unwrap_or("").to_string();
+    // The budget: free device memory when the model was loaded.
+    let free_src = ["llamacpp.free_vram_bytes", "ollama.gpu_free_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    if let Some(src) = free_src {
+        if !f.contains("llamacpp.vram_budget_bytes") {
+            let free = f.num(src).unwrap_or(0.0);
+            f.derive("llamacpp.vram_budget_bytes", (free * 0.95).floor(), &[src]);
+        }
+    }
+    // KV bytes per token of context on the device.
+    if !f.contains("llamacpp.kv_bytes_per_token") {
+        let cells = ["llamacpp.kv_cells", "llamacpp.n_ctx"]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+        let kv = ["llamacpp.kv_gpu_bytes", "llamacpp.kv_bytes"]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+        match (kv, cells) {
+            (Some(kv), Some(cells)) => {
+                let v = f.num(kv).unwrap_or(0.0) / f.num(cells).unwrap_or(1.0);
+                f.derive("llamacpp.kv_bytes_per_token", v, &[kv, cells]);
+            }
+            _ => {
+                if let (true, true, Some(req), Some(n_ctx)) = (
+                    kind == "kv",
+                    single_gpu,
+                    f.num("oom.requested_bytes"),
+                    f.num("llamacpp.n_ctx").filter(|n| *n > 0.0),
+                ) {
+                    f.derive(
+                        "llamacpp.kv_bytes_per_token",
+                        req / n_ctx,
+                        &["oom.requested_bytes", "llamacpp.n_ctx"],
+                    );
+                }
+            }
+        }
+    }
+    // Weights of one layer on the device.
+    let n_layer = f.num("llamacpp.n_layer");
+    let all_layers = f.num("llamacpp.layers_total").or(n_layer.map(|n| n + 1.0));
+    let attempted = match (f.num("llamacpp.n_gpu_layers"), all_layers) {
+        (Some(ngl), Some(all)) => Some(ngl.min(all)),
+        (None, Some(all)) => Some(all),
+        (Some(ngl), None) => Some(ngl),
+        _ => None,
+    };
+    if !f.contains("llamacpp.layer_bytes") {
+        let req = f.num("oom.requested_bytes");
+        if let (true, true, Some(req), Some(att)) = (
+            kind == "weights",
+            single_gpu,
+            req,
+            attempted.filter(|a| *a > 0.0),
+        ) {
+            let mut from = vec!["oom.requested_bytes"];
+            from.extend(
+                [
+                    "llamacpp.n_gpu_layers",
+                    "llamacpp.layers_total",
+                    "llamacpp.n_layer",
+                ]
+                .into_iter()
+                .filter(|n| f.contains(n)),
+            );
+            f.derive("llamacpp.layer_bytes", req / att, &from);
+        } else if let (Some(m), Some(off)) = (
+            f.num("llamacpp.model_gpu_bytes").filter(|m| *m > 0.0),
+            f.num("llamacpp.layers_offloaded").filter(|n| *n > 0.0),
+        ) {
+            f.derive(
+                "llamacpp.layer_bytes",
+                m / off,
+                &["llamacpp.model_gpu_bytes", "llamacpp.layers_offloaded"],
+            );
+        } else if let (Some(w), Some(all)) = (f.num("model.weights_bytes"), all_layers) {
+            let mut from = vec!["model.weights_bytes"];
+            from.extend(
+                ["llamacpp.layers_total", "llamacpp.n_layer"]
+                    .into_iter()
+                    .filter(|n| f.contains(n)),
+            );
+            f.derive("llamacpp.layer_bytes", w / all, &from);
+        }
+    }
+    let Some(budget) = f.num("llamacpp.vram_budget_bytes") else {
+        return;
+    };
+    // Layers that fit, leaving room for the KV cache and compute buffers (what the log shows
+    // of them, else 15% of the budget and at least 1.5 GiB).
+    if let (Some(layer), false) = (
+        f.num("llamacpp.layer_bytes").filter(|l| *l > 0.0),
+        f.contains("llamacpp.ngl_fit"),
+    ) {
+        let shown = f.num("llamacpp.kv_gpu_bytes").unwrap_or(0.0)
+            + f.num("llamacpp.compute_gpu_bytes").unwrap_or(0.0);
+        let reserve = if shown > 0.0 && kind != "weights" {
+            shown
+        } else {
+            (0.15 * budget).max(1.5 * GIB)
+        };
+        let mut fit = ((budget - reserve) / layer).floor().max(0.0);
+        if let Some(att) = attempted {
+            fit = fit.min((att - 1.0).max(0.0));
+        }
+        let mut from = vec!["llamacpp.vram_budget_bytes", "llamacpp.layer_bytes"];
+        from.extend(
+            ["llamacpp.kv_gpu_bytes", "llamacpp.compute_gpu_bytes"]
+                .into_iter()
+                .filter(|n| f.contains(n) && kind != "weights"),
+        );
+        f.derive("llamacpp.ngl_fit", fit, &from);
+        // The quantization at which every layer would fit.
+        if let (Some(bpw), Some(all)) = (f.num("llamacpp.bpw"), all_layers) {
+            let bpw_fit = bpw * (budget - reserve) / (layer * all);
+            if bpw_fit > 0.0 && bpw_fit < bpw {
+                let v = (bpw_fit * 100.0).floor() / 100.0;
+                f.derive(
+                    "llamacpp.bpw_fit",
+                    v,
+                    &[
+                        "llamacpp.bpw",
+                        "llamacpp.vram_budget_bytes",
+                        "llamacpp.layer_bytes",
+                    ],
+                );
+                if let Some(q) = crate::ingest::log::engines::llamacpp::quant_for_bpw(bpw_fit) {
+                    f.derive("llamacpp.quant_fit", q, &["llamacpp.bpw_fit"]);
+                }
+            }
+        }
+    }
+    // Context that fits next to the weights and compute buffers.
+    if f.bool("llamacpp.kv_offload") == Some(false) || f.contains("llamacpp.ctx_fit_tokens") {
+        return;
+    }
+    let (Some(per_token), Some(weights)) = (
+        f.num("llamacpp.kv_bytes_per_token").filter(|v| *v > 0.0),
+        f.num("llamacpp.model_gpu_bytes"),
+    ) else {
+        return;
+    };
+    let compute_src = f.contains("llamacpp.compute_gpu_bytes") && kind != "compute";
+    let compute = if compute_src {
+        f.num("llamacpp.compute_gpu_bytes").unwrap_or(0.0)
+    } else {
+        GIB
+    };
+    let room = budget - weights - compute;
+    let mut from = vec![
+        "llamacpp.vram_budget_bytes",
+        "llamacpp.model_gpu_bytes",
+        "llamacpp.kv_bytes_per_token",
+    ];
+    if compute_src {
+        from.push("llamacpp.compute_gpu_bytes");
+    }
+    let step = |t: f64| if t >= 4096.0 { 1024.0 } else { 256.0 };
+    let fit = room / per_token;
+    if fit >= 256.0 {
+        f.derive("llamacpp.ctx_fit_tokens", round_down(fit, step(fit)), &from);
+    } else {
+        f.derive("llamacpp.ctx_fit_tokens", 0.0, &from);
+    }
+    let current = f
+        .str("llamacpp.type_k")
+        .unwrap_or("f16")
+        .to_ascii_lowercase();
+    if current == "f16" || current == "bf16" || current == "f32" {
+        let bytes_now = if current == "f32" { 32.0 } else { 16.0 };
+        let fit8 = room / (per_token * 8.5 / bytes_now);
+        if fit8 >= 256.0 {
+            f.derive(
+                "llamacpp.ctx_fit_q8_tokens",
+                round_down(fit8, step(fit8)),
+                &from,
+            );
+        }
+    }
+}
+
+/// Ollama: num_ctx that fits, from the runner's llama.cpp numbers when it printed them, else
+/// from Ollama's own estimate (KV = num_ctx × parallel tokens). For a refused load, the
+/// system-memory shortfall.
+fn ollama_fit(f: &mut Facts) {
+    if let (Some(req), Some(avail)) = (
+        f.num("ollama.system_required_bytes"),
+        f.num("ollama.system_available_bytes"),
+    ) {
+        if req > avail && !f.contains("ollama.system_shortfall_bytes") {
+            f.derive(
+                "ollama.system_shortfall_bytes",
+                req - avail,
+                &[
+                    "ollama.system_required_bytes",
+                    "ollama.system_available_bytes",
+                ],
+            );
+        }
+    }
+    if f.contains("ollama.num_ctx_fit") {
+        return;
+    }
+    let parallel_src = ["ollama.num_parallel", "llamacpp.n_seq_max"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v >= 1.0));
+    let parallel = parallel_src.and_then(|n| f.num(n)).unwrap_or(1.0);
+    let step = |t: f64| if t >= 4096.0 { 1024.0 } else { 256.0 };
+    let with_parallel = |mut v: Vec<&'static str>| {
+        if let Some(p) = parallel_src {
+            v.push(p);
+        }
+        v
+    };
+    // A refused load: cut the KV cache by the shortfall.
+    if let (Some(short), Some(num_ctx)) = (
+        f.num("ollama.system_shortfall_bytes"),
+        f.num("ollama.num_ctx"),
+    ) {
+        let kv_src = ["ollama.kv_cpu_bytes", "ollama.memory_required_kv_bytes"]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+        if let Some(kv_src) = kv_src {
+            let kv = f.num(kv_src).unwrap_or(0.0);
+            if kv > short * 1.1 {
+                let fit = num_ctx * (kv - short * 1.1) / kv;
+                if fit >= 256.0 {
+                    f.derive(
+                        "ollama.num_ctx_fit",
+                        round_down(fit, step(fit)),
+                        &["ollama.system_shortfall_bytes", "ollama.num_ctx", kv_src],
+                    );
+                }
+            }
+        }
+        return;
+    }
+    // The runner's numbers (llama.cpp lines) already gave a context that fits.
+    if let Some(total) = f.num("llamacpp.ctx_fit_tokens").filter(|t| *t > 0.0) {
+        let fit = total / parallel;
+        if fit >= 256.0 {
+            f.derive(
+                "ollama.num_ctx_fit",
+                round_down(fit, step(fit)),
+                &with_parallel(vec!["llamacpp.ctx_fit_tokens"]),
+            );
+        }
+        if let Some(q8) = f.num("llamacpp.ctx_fit_q8_tokens") {
+            let fit = q8 / parallel;
+            if fit >= 256.0 {
+                f.derive(
+                    "ollama.num_ctx_fit_q8",
+                    round_down(fit, step(fit)),
+                    &with_parallel(vec!["llamacpp.ctx_fit_q8_tokens"]),
+                );
+            }
+        }
+        return;
+    }
+    // Ollama's estimate.
+    let Some(num_ctx) = f.num("ollama.num_ctx") else {
+        return;
+    };
+    let ctx_total = num_ctx * parallel;
+    let kv_src = ["ollama.memory_required_kv_bytes", "ollama.kv_gpu_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    let free_src = ["ollama.gpu_free_bytes", "ollama.memory_available_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    let weights_src = [
+        "ollama.weights_gpu_bytes",
+        "llamacpp.model_gpu_bytes",
+        "ollama.memory_weights_bytes",
+    ]
+    .into_iter()
+    .find(|n| f.num(n).is_some_and(|v| v > 0.0));
+    let (Some(kv_src), Some(free_src), Some(weights_src)) = (kv_src, free_src, weights_src) else {
+        return;
+    };
+    let graph_src = ["ollama.graph_gpu_bytes", "ollama.memory_graph_bytes"]
+        .into_iter()
+        .find(|n| f.num(n).is_some());
+    let per_token = f.num(kv_src).unwrap_or(0.0) / ctx_total;
+    let graph = graph_src.and_then(|g| f.num(g)).unwrap_or(GIB);
+    let overhead = f.num("ollama.gpu_overhead_bytes").unwrap_or(0.0);
+    let room = f.num(free_src).unwrap_or(0.0) * 0.95
+        - overhead
+        - f.num(weights_src).unwrap_or(0.0)
+        - graph;
+    let mut from = with_parallel(vec!["ollama.num_ctx", kv_src, free_src, weights_src]);
+    if let Some(g) = graph_src {
+        from.push(g);
+    }
+    if per_token > 0.0 {
+        let fit = room / per_token / parallel;
+        if fit >= 256.0 && fit < num_ctx {
+            f.derive("ollama.num_ctx_fit", round_down(fit, step(fit)), &from);
+        }
+        let kv_type = f.str("ollama.kv_cache_type").unwrap_or("f16").to_string();
+        if kv_type == "f16" || kv_type.is_empty() {
+            let fit8 = room / (per_token * 8.5 / 16.0) / parallel;
+            if fit8 >= 256.0 {
+                f.derive("ollama.num_ctx_fit_q8", round_down(fit8, step(fit8)), &from);
+            }
+        }
+    }
+}
+
+/// XLA: the device size implied by the pool limit and the memory fraction (JAX preallocates
+/// 75% by default), and the fraction that would hold what the program asked for.
+fn xla_fit(f: &mut Facts) {
+    if !f.contains("xla.free_in_pool_bytes") {
+        if let (Some(l), Some(u)) = (f.num("xla.pool_limit_bytes"), f.num("xla.in_use_bytes")) {
+            f.derive(
+                "xla.free_in_pool_bytes",
+                (l - u).max(0.0),
+                &["xla.pool_limit_bytes", "xla.in_use_bytes"],
+            );
+        }
+    }
+    let jax = f.str("failure.engine") == Some("jax");
+    if !jax || f.contains("xla.mem_fraction_fit") {
+        return;
+    }
+    let Some(limit) = f.num("xla.pool_limit_bytes") else {
+        return;
+    };
+    let preallocating = f.bool("xla.preallocate") != Some(false);
+    let (fraction, mut from) = match f.num("xla.mem_fraction") {
+        Some(fr) => (fr, vec!["xla.pool_limit_bytes", "xla.mem_fraction"]),
+        None if preallocating => (0.75, vec!["xla.pool_limit_bytes"]),
+        None => return,
+    };
+    let total = limit / fraction;
+    if !f.contains("xla.device_total_bytes") {
+        f.derive("xla.device_total_bytes", total.round(), &from);
+    }
+    let used_src = ["xla.in_use_bytes", "xla.peak_in_use_bytes"]
+        .into_iter()
+        .find(|n| f.contains(n));
+    let (Some(used_src), Some(req)) = (used_src, f.num("oom.requested_bytes")) else {
+        return;
+    };
+    let need = f.num(used_src).unwrap_or(0.0) + req;
+    let fit = ((need / total + 0.02) * 20.0).ceil() / 20.0;
+    if fit > fraction && fit <= 0.95 {
+        from.push(used_src);
+        from.push("oom.requested_bytes");
+        f.derive("xla.mem_fraction_fit", fit, &from);
+    }
+}
+
+/// Host kills: what the workload needed at least, and a limit that holds it with headroom.
+fn host_fit(f: &mut Facts) {
+    if f.str("failure.kind") != Some("host-oom") || f.contains("host.required_bytes") {
+        return;
+    }
+    let limited = matches!(
+        f.str("host.killer"),
+        Some("memcg" | "kubernetes" | "docker" | "containerd" | "slurm" | "eviction")
+    );
+    let mut best: Option<(f64, &'static str)> = None;
+    let candidates: &[&'static str] = if limited {
+        &[
+            "host.cgroup_usage_bytes",
+            "host.victim_anon_rss_bytes",
+            "host.cgroup_limit_bytes",
+            "slurm.mem_bytes",
+        ]
+    } else {
+        &["host.victim_anon_rss_bytes", "host.cgroup_usage_bytes"]
+    };
+    for n in candidates {
+        if let Some(v) = f.num(n).filter(|v| *v > 0.0) {
+            if best.is_none_or(|(b, _)| v > b) {
+                best = Some((v, n));
+            }
+        }
+    }
+    let Some((req, src)) = best else {
+        return;
+    };
+    f.derive("host.required_bytes", req, &[src]);
+    if limited {
+        let fit = ((req * 1.25) / GIB).ceil() * GIB;
+        f.derive("host.limit_fit_bytes", fit, &["host.required_bytes"]);
+    }
+}
+
+/// Ray: a `memory=` request matching the killed task, and how many such tasks fit.
+fn ray_fit(f: &mut Facts) {
+    if f.str("host.killer") != Some("ray") {
+        return;
+    }
+    let Some(task) = f.num("host.victim_anon_rss_bytes").filter(|v| *v > 0.0) else {
+        return;
+    };
+    if !f.contains("ray.task_memory_fit_bytes") {
+        let fit = ((task * 1.2) / (GIB / 2.0)).ceil() * (GIB / 2.0);
+        f.derive(
+            "ray.task_memory_fit_bytes",
+            fit,
+            &["host.victim_anon_rss_bytes"],
+        );
+    }
+    if let (Some(total), Some(thr), false) = (
+        f.num("host.total_ram_bytes"),
+        f.num("ray.memory_usage_threshold"),
+        f.contains("ray.concurrency_fit"),
+    ) {
+        let n = (total * thr / (task * 1.2)).floor().max(1.0);
+        f.derive(
+            "ray.concurrency_fit",
+            n,
+            &[
+                "host.total_ram_bytes",
+                "ray.memory_usage_threshold",
+                "host.victim_anon_rss_bytes",
+            ],
+        );
+    }
+}
+
+/// vLLM's KV arithmetic: tokens from V0 blocks, the device total from the budget, bytes per
+/// token, and the longest sequence the cache holds.
+fn vllm(f: &mut Facts) {
+    // vLLM's default budget is 0.9 in every version; when the log shows vLLM ran but not
+    // the setting, the default was in force. Its source is the line that names the version.
+    if !f.contains("vllm.gpu_memory_utilization") {
+        if f.contains("vllm.version") {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.version"]);
+        } else if f.contains("vllm.v1") {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.v1"]);
+        }
+    }
+    if !f.contains("vllm.kv_cache_tokens") {
+        if let Some(blocks) = f.num("vllm.gpu_blocks") {
+            // 16 tokens per block is vLLM's CUDA default when the log does not say.
+            let bs = f.num("vllm.block_size").unwrap_or(16.0);
+            f.derive(
+                "vllm.kv_cache_tokens",
+                blocks * bs,
+                &["vllm.gpu_blocks", "vllm.block_size"],
+            );
+        } else if let (Some(c), Some(len)) =
+            (f.num("vllm.max_concurrency"), f.num("vllm.max_model_len"))
+        {
+            f.derive(
+                "vllm.kv_cache_tokens",
+                (c * len).floor(),
+                &["vllm.max_concurrency", "vllm.max_model_len"],
+            );
+        }
+    }
+    // V1 logs the non-KV total and what is left for the KV cache: together, the budget.
+    if !f.contains("vllm.budget_bytes") {
+        if let (Some(n), Some(kv)) = (f.num("vllm.non_kv_bytes"), f.num("vllm.kv_cache_bytes")) {
+            f.derive(
+                "vllm.budget_bytes",
+                n + kv,
+                &["vllm.non_kv_bytes", "vllm.kv_cache_bytes"],
+            );
+        }
+    }
+    if !f.contains("vllm.gpu_total_bytes") {
+        if let (Some(b), Some(u)) = (
+            f.num("vllm.budget_bytes"),
+            f.num("vllm.gpu_memory_utilization"),
+        ) {
+            if u > 0.0 {
+                f.derive(
+                    "vllm.gpu_total_bytes",
+                    b / u,
+                    &["vllm.budget_bytes", "vllm.gpu_memory_utilization"],
+                );
+            }
+        }
+    }
+    if !f.contains("vllm.budget_bytes") {
+        if let (Some(t), Some(u)) = (
+            f.num("vllm.gpu_total_bytes"),
+            f.num("vllm.gpu_memory_utilization"),
+        ) {
+            f.derive(
+                "vllm.budget_bytes",
+                t * u,
+                &["vllm.gpu_total_bytes", "vllm.gpu_memory_utilization"],
+            );
+        }
+    }
+    if !f.contains("vllm.kv_bytes_per_token") {
+        match (
+            f.num("vllm.kv_cache_bytes"),
+            f.num("vllm.kv_cache_tokens"),
+            f.num("vllm.kv_needed_bytes"),
+            f.num("vllm.max_model_len"),
+        ) {
+            (Some(b), Some(t), _, _) if b > 0.0 && t > 0.0 => f.derive(
+                "vllm.kv_bytes_per_token",
+                b / t,
+                &["vllm.kv_cache_bytes", "vllm.kv_cache_tokens"],
+            ),
+            (_, _, Some(need), Some(len)) if need > 0.0 && len > 0.0 => f.derive(
+                "vllm.kv_bytes_per_token",
+                need / len,
+                &["vllm.kv_needed_bytes", "vllm.max_model_len"],
+            ),
+            _ => {}
+        }
+    }
+    if !f.contains("vllm.kv_capacity_tokens") {
+        if f.contains("vllm.estimated_max_model_len") {
+            let v = f.num("vllm.estimated_max_model_len").unwrap_or(0.0);
+            f.derive(
+                "vllm.kv_capacity_tokens",
+                v,
+                &["vllm.estimated_max_model_len"],
+            );
+        } else if let Some(t) = f.num("vllm.kv_cache_tokens") {
+            f.derive(
+                "vllm.kv_capacity_tokens",
+                t.max(0.0),
+                &["vllm.kv_cache_tokens"],
+            );
+        } else if let (Some(b), Some(per)) = (
+            f.num("vllm.kv_cache_bytes"),
+            f.num("vllm.kv_bytes_per_token"),
+        ) {
+            if per > 0.0 {
+                f.derive(
+                    "vllm.kv_capacity_tokens",
+                    (b / per).floor().max(0.0),
+                    &["vllm.kv_cache_bytes", "vllm.kv_bytes_per_token"],
+                );
+            }
+        }
+    }
+}
+
+/// TensorRT-LLM: the KV pool's default share (0.9 of the free memory) when the log shows the
+/// runtime but not the setting, and KV tokens from blocks.
+fn trtllm(f: &mut Facts) {
+    if !f.contains("trtllm.free_gpu_memory_fraction") && f.contains("trtllm.version") {
+        f.derive("trtllm.free_gpu_memory_fraction", 0.9, &["trtllm.version"]);
+    }
+    if !f.contains("trtllm.kv_tokens") {
+        if let (Some(b), Some(t)) = (f.num("trtllm.kv_blocks"), f.num("trtllm.tokens_per_block")) {
+            f.derive(
+                "trtllm.kv_tokens",
+                b * t,
+                &["trtllm.kv_blocks", "trtllm.tokens_per_block"],
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn the_phase_is_decided_after_fusion() {
+        let mut f = Facts::new();
+        f.set("phase", "unknown", None);
+        f.set("snapshot.oom_category", "optimizer", None);
+        derive(&mut f);
+        assert_eq!(f.str("phase"), Some("optimizer-step"));
+        // The log's own reading stands.
+        let mut f = Facts::new();
+        f.set("phase", "backward", None);
+        f.set("snapshot.oom_category", "weights", None);
+        derive(&mut f);
+        assert_eq!(f.str("phase"), Some("backward"));
+    }
+
+    use super::*;
+
+    #[test]
+    fn torch_numbers() {
+        let mut f = Facts::new();
+        f.set("oom.total_bytes", 24.0, None);
+        f.set("oom.free_bytes", 1.0, None);
+        f.set("oom.allocated_bytes", 10.0, None);
+        f.set("oom.reserved_unallocated_bytes", 2.0, None);
+        f.set("oom.self_used_bytes", 15.0, None);
+        derive(&mut f);
+        assert_eq!(f.num("oom.reserved_bytes"), Some(12.0));
+        assert_eq!(f.num("oom.unaccounted_bytes"), Some(11.0));
+        assert_eq!(f.num("oom.non_torch_self_bytes"), Some(3.0));
+        assert_eq!(f.num("oom.device_used_bytes"), Some(23.0));
+    }
+
+    const MIB: f64 = 1048576.0;
+
+    #[test]
+    fn llamacpp_weights_fit() {
+        // 70B Q4_K_M (80 layers + output) on a 24 GiB card with 23000 MiB free: the 40 GiB
+        // weights buffer failed.
+        let mut f = Facts::new();
+        f.set("llamacpp.free_vram_bytes", 23000.0 * MIB, None);
+        f.set("llamacpp.alloc_kind", "weights", None);
+        f.set("oom.requested_bytes", 40000.0 * MIB, None);
+        f.set("llamacpp.n_layer", 80.0, None);
+        f.set("llamacpp.bpw", 4.89, None);
+        derive(&mut f);
+        let layer = f.num("llamacpp.layer_bytes").unwrap();
+        assert!((layer - 40000.0 * MIB / 81.0).abs() < 1.0);
+        let ngl = f.num("llamacpp.ngl_fit").unwrap();
+        // budget 21850 MiB, reserve 3277.5 MiB -> 18572 MiB / 493.8 MiB = 37 layers
+        assert_eq!(ngl, 37.0);
+        assert!(ngl * layer <= 23000.0 * MIB * 0.95);
+        // 4.89 BPW x 18572 / 40000 MiB: below every usable quantization.
+        assert_eq!(f.num("llamacpp.bpw_fit"), Some(2.27));
+        assert_eq!(f.str("llamacpp.quant_fit"), None);
+    }
+
+    #[test]
+    fn llamacpp_context_fit() {
+        // 8B fits (4403 MiB weights); the 16 GiB KV for 131072 tokens did not.
+        let mut f = Facts::new();
+        f.set("llamacpp.free_vram_bytes", 23000.0 * MIB, None);
+        f.set("llamacpp.alloc_kind", "kv", None);
+        f.set("oom.requested_bytes", 16384.0 * MIB, None);
+        f.set("llamacpp.n_ctx", 131072.0, None);
+        f.set("llamacpp.model_gpu_bytes", 4403.0 * MIB, None);
+        derive(&mut f);
+        assert_eq!(f.num("llamacpp.kv_bytes_per_token"), Some(131072.0));
+        let ctx = f.num("llamacpp.ctx_fit_tokens").unwrap();
+        // (21850 - 4403 - 1024) MiB / 128 KiB per token = 131384 -> 131072
+        assert!(ctx <= (21850.0 - 4403.0 - 1024.0) * 8.0);
+        assert_eq!(ctx % 1024.0, 0.0);
+        let q8 = f.num("llamacpp.ctx_fit_q8_tokens").unwrap();
+        assert!(q8 > ctx);
+        // Without the capacity nothing is claimed.
+        let mut g = Facts::new();
+        g.set("llamacpp.alloc_kind", "kv", None);
+        g.set("oom.requested_bytes", 16384.0 * MIB, None);
+        g.set("llamacpp.n_ctx", 131072.0, None);
+        derive(&mut g);
+        assert!(!g.contains("llamacpp.ctx_fit_tokens"));
+    }
+
+    #[test]
+    fn ollama_context_from_the_estimate() {
+        let mut f = Facts::new();
+        f.set("ollama.num_ctx", 32768.0, None);
+        f.set("ollama.num_parallel", 4.0, None);
+        f.set("ollama.memory_required_kv_bytes", 16.0 * GIB, None);
+        f.set("ollama.memory_available_bytes", 23.0 * GIB, None);
+        f.set("ollama.memory_weights_bytes", 4.5 * GIB, None);
+        f.set("ollama.memory_graph_bytes", 2.0 * GIB, None);
+        derive(&mut f);
+        // room 21.85 - 4.5 - 2 = 15.35 GiB; 128 KiB/token -> 125747 tokens / 4 -> 31436 -> 30720
+        assert_eq!(f.num("ollama.num_ctx_fit"), Some(30720.0));
+        let mut g = Facts::new();
+        g.set("ollama.system_required_bytes", 40.0 * GIB, None);
+        g.set("ollama.system_available_bytes", 32.0 * GIB, None);
+        g.set("ollama.num_ctx", 65536.0, None);
+        g.set("ollama.memory_required_kv_bytes", 16.0 * GIB, None);
+        derive(&mut g);
+        assert_eq!(g.num("ollama.system_shortfall_bytes"), Some(8.0 * GIB));
+        // (16 - 8.8) / 16 x 65536 = 29491 -> 29696? no: round down to 1024 -> 29696 is above; 28672
+        let fit = g.num("ollama.num_ctx_fit").unwrap();
+        assert!(fit <= 65536.0 * (16.0 - 8.8) / 16.0 && fit % 1024.0 == 0.0);
+    }
+
+    #[test]
+    fn xla_fraction_and_host_limits() {
+        let mut f = Facts::new();
+        f.set("failure.engine", "jax", None);
+        f.set("xla.pool_limit_bytes", 30.0 * GIB, None);
+        f.set("xla.in_use_bytes", 29.0 * GIB, None);
+        f.set("oom.requested_bytes", 4.0 * GIB, None);
+        derive(&mut f);
+        assert_eq!(f.num("xla.device_total_bytes"), Some(40.0 * GIB));
+        // (33/40 + 0.02) -> 0.845 -> 0.85
+        assert_eq!(f.num("xla.mem_fraction_fit"), Some(0.85));
+        let mut h = Facts::new();
+        h.set("failure.kind", "host-oom", None);
+        h.set("host.killer", "kubernetes", None);
+        h.set("host.cgroup_limit_bytes", 24.0 * GIB, None);
+        derive(&mut h);
+        assert_eq!(h.num("host.limit_fit_bytes"), Some(30.0 * GIB));
+        let mut r = Facts::new();
+        r.set("failure.kind", "host-oom", None);
+        r.set("host.killer", "ray", None);
+        r.set("host.victim_anon_rss_bytes", 9.5 * GIB, None);
+        r.set("host.total_ram_bytes", 62.8 * GIB, None);
+        r.set("ray.memory_usage_threshold", 0.95, None);
+        derive(&mut r);
+        assert_eq!(r.num("ray.task_memory_fit_bytes"), Some(11.5 * GIB));
+        assert_eq!(r.num("ray.concurrency_fit"), Some(5.0));
+    }
+
+    #[test]
+    fn vllm_capacity_from_the_v1_error() {
+        let gib = 1073741824.0;
+        let mut f = Facts::new();
+        f.set("vllm.max_model_len", 131072.0, None);
+        f.set("vllm.kv_needed_bytes", 16.0 * gib, None);
+        f.set("vllm.kv_cache_bytes", 5.5 * gib, None);
+        derive(&mut f);
+        assert_eq!(f.num("vllm.kv_bytes_per_token"), Some(131072.0));
+        assert_eq!(f.num("vllm.kv_capacity_tokens"), Some(45056.0));
+        let mut f = Facts::new();
+        f.set("vllm.gpu_blocks", 1478.0, None);
+        f.set("vllm.budget_bytes", 21.2 * gib, None);
+        f.set("vllm.gpu_memory_utilization", 0.9, None);
+        derive(&mut f);
+        assert_eq!(f.num("vllm.kv_cache_tokens"), Some(23648.0));
+        assert_eq!(f.num("vllm.kv_capacity_tokens"), Some(23648.0));
+        assert!((f.num("vllm.gpu_total_bytes").unwrap() - 21.2 * gib / 0.9).abs() < 1.0);
+    }
+}

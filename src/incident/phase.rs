@@ -1,0 +1,621 @@
+//! When the failure hit: model load, engine start-up, CUDA-graph capture, warm-up, the first
+//! step, steady state, backward, the optimizer step, generation, evaluation, serving.
+//!
+//! The phase decides which advice points the right way: an OOM while loading weights is
+//! about the model's size, the same OOM after 5,000 steps is not; a vLLM engine that fails at
+//! start-up needs a *larger* memory budget, one that fails while serving needs a smaller one.
+//!
+//! Evidence, strongest first:
+//! 1. the traceback right above the error (the frames say `from_pretrained`, `backward`,
+//!    `optimizer.step`, `generate`, `capture_model`, ...);
+//! 2. the latest phase marker a recogniser saw ("Loading checkpoint shards", "Capturing CUDA
+//!    graphs"), if no training progress was logged after it;
+//! 3. progress counters in the lines before the failure (tqdm `450/1000`, `step 1200`,
+//!    `{'loss': ..., 'epoch': 1.3}`): several steps done means steady state.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use crate::ingest::log::clean::CleanLine;
+use crate::ingest::log::engines::PhaseMark;
+
+/// Stable phase identifiers (the JSON `phase` field).
+pub mod id {
+    pub const MODEL_LOAD: &str = "model-load";
+    pub const ENGINE_STARTUP: &str = "engine-startup";
+    pub const CUDA_GRAPH_CAPTURE: &str = "cuda-graph-capture";
+    pub const WARMUP: &str = "warmup";
+    pub const FIRST_STEP: &str = "first-step";
+    pub const STEADY_STATE: &str = "steady-state";
+    pub const BACKWARD: &str = "backward";
+    pub const OPTIMIZER_STEP: &str = "optimizer-step";
+    pub const GENERATION: &str = "generation";
+    pub const EVALUATION: &str = "evaluation";
+    pub const SERVING: &str = "serving";
+    pub const UNKNOWN: &str = "unknown";
+}
+
+/// Every phase id with a one-line meaning, for docs and `oomdoctor explain`.
+pub const PHASES: &[(&str, &str)] = &[
+    (
+        id::MODEL_LOAD,
+        "loading weights onto the device (from_pretrained, load_state_dict, .to()/.cuda())",
+    ),
+    (
+        id::ENGINE_STARTUP,
+        "an inference engine sizing its memory: profiling, allocating the KV cache",
+    ),
+    (id::CUDA_GRAPH_CAPTURE, "capturing CUDA graphs"),
+    (id::WARMUP, "warm-up / dummy batches before serving"),
+    (id::FIRST_STEP, "the first training or inference step"),
+    (id::STEADY_STATE, "after many steps or epochs had completed"),
+    (id::BACKWARD, "the backward pass"),
+    (
+        id::OPTIMIZER_STEP,
+        "the optimizer step (state allocated on the first one)",
+    ),
+    (id::GENERATION, "generation with a growing cache"),
+    (id::EVALUATION, "evaluation / validation"),
+    (id::SERVING, "an inference server handling requests"),
+    (id::UNKNOWN, "the log does not say"),
+];
+
+/// The decision and what it rested on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseDecision {
+    pub phase: &'static str,
+    /// The traceback's frames, innermost first, as `file:function` (at most 40).
+    pub frames: Option<String>,
+    /// The frame or line that decided it.
+    pub evidence: Option<String>,
+    pub steps_completed: Option<u64>,
+    pub epoch: Option<u64>,
+}
+
+/// Frame keywords, in priority order: the first class any frame matches wins. Function names
+/// match exactly; file fragments match anywhere in the path.
+struct FrameClass {
+    phase: &'static str,
+    functions: &'static [&'static str],
+    files: &'static [&'static str],
+}
+
+const FRAME_CLASSES: &[FrameClass] = &[
+    FrameClass {
+        phase: id::CUDA_GRAPH_CAPTURE,
+        functions: &[
+            "capture_model",
+            "_capture_cudagraphs",
+            "capture",
+            "cuda_graph_warmup",
+            "warmup_cuda_graphs",
+        ],
+        files: &["cuda_graph_runner.py", "cudagraph"],
+    },
+    FrameClass {
+        phase: id::ENGINE_STARTUP,
+        functions: &[
+            "profile_run",
+            "init_device",
+            "request_memory",
+            "determine_available_memory",
+            "determine_num_available_blocks",
+            "_initialize_kv_caches",
+            "initialize_kv_cache",
+            "_allocate_kv_cache",
+            "_allocate_kv_cache_tensors",
+            "init_memory_pool",
+            "_dummy_sampler_run",
+            "_dummy_pooler_run",
+        ],
+        files: &["cache_engine.py", "kv_cache_utils.py"],
+    },
+    FrameClass {
+        phase: id::WARMUP,
+        functions: &["warmup", "_warmup", "warm_up", "compile_or_warm_up_model"],
+        files: &[],
+    },
+    FrameClass {
+        phase: id::MODEL_LOAD,
+        functions: &[
+            "from_pretrained",
+            "load_state_dict",
+            "_load_state_dict_into_meta_model",
+            "_load_pretrained_model",
+            "load_checkpoint",
+            "load_checkpoint_and_dispatch",
+            "load_model",
+            "load_weights",
+            "_load_from_state_dict",
+            "dispatch_model",
+            "init_weight",
+            "init_weight_list",
+            "cuda",
+            // `module.to()` / `.cuda()` / `.half()` all go through `Module._apply`; a tensor's
+            // `.to()` does not, so this frame means a model is being moved.
+            "_apply",
+            // `Module.to`, a diffusers pipeline's `.to("cuda")`, Lightning's mixin: a Python
+            // frame named `to` moves a model (a tensor's `.to()` has no Python frame).
+            "to",
+            // TensorFlow creating or restoring variables.
+            "global_variables_initializer",
+            "initialize_all_variables",
+            "variables_initializer",
+            // ComfyUI loading (or partly loading) a model onto the device before sampling.
+            "load_models_gpu",
+            "load_model_gpu",
+            "model_load",
+            "partially_load",
+            "patch_weight_to_device",
+            // AUTOMATIC1111 / Forge.
+            "load_model_weights",
+            "reload_model_weights",
+            "send_model_to_device",
+        ],
+        files: &["safetensors", "model_loader", "modeling_utils.py"],
+    },
+    FrameClass {
+        phase: id::BACKWARD,
+        functions: &[
+            "backward",
+            "_engine_run_backward",
+            "run_backward",
+            "_backward",
+        ],
+        files: &["torch/autograd/", "torch\\autograd\\"],
+    },
+    FrameClass {
+        phase: id::OPTIMIZER_STEP,
+        functions: &[
+            "_multi_tensor_adam",
+            "_single_tensor_adam",
+            "_multi_tensor_adamw",
+            "adamw",
+            "adam",
+            "_init_group",
+            "optimizer_step",
+            "_fused_adamw",
+        ],
+        files: &["torch/optim/", "torch\\optim\\", "bitsandbytes/optim"],
+    },
+    FrameClass {
+        phase: id::EVALUATION,
+        functions: &[
+            "evaluate",
+            "evaluation_loop",
+            "prediction_step",
+            "prediction_loop",
+            "validation_step",
+            "validate",
+            "eval_step",
+            "_evaluate",
+            "test_step",
+        ],
+        files: &[],
+    },
+    FrameClass {
+        phase: id::GENERATION,
+        functions: &[
+            "generate",
+            "_sample",
+            // Not a bare `sample`: diffusion front-ends (ComfyUI's KSampler, k-diffusion) name
+            // their denoising loop that, and it has no growing cache.
+            "greedy_search",
+            "beam_search",
+            "_beam_search",
+            "_assisted_decoding",
+            "generate_step",
+        ],
+        files: &["generation/utils.py"],
+    },
+    FrameClass {
+        phase: id::SERVING,
+        functions: &[
+            "execute_model",
+            "step_with_batch_queue",
+            "process_input_sockets",
+            "forward_batch_generation",
+            "run_batch",
+        ],
+        files: &[],
+    },
+];
+
+/// Training-loop frames: the failure is inside a step, whose number decides first vs steady.
+const STEP_FUNCTIONS: &[&str] = &[
+    "training_step",
+    "train_step",
+    "_inner_training_loop",
+    "fit_loop",
+    "train_one_epoch",
+    "run_training_epoch",
+    "training_loop",
+];
+
+/// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
+/// inside its box (`│ /path/x.py:3 in f │`, the path sometimes wrapped onto the line before),
+/// and as IPython prints it (`~/lib/x.py in f(self, a)`, `<ipython-input-8-..> in <module>`).
+static FRAME: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
+        .expect("static regex")
+});
+static TQDM: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[").expect("static regex"));
+static STEP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b")
+        .expect("static regex")
+});
+static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?")
+        .expect("static regex")
+});
+static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz").expect("static regex")
+});
+static LOSS_LOG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\{'loss': |\bloss[=:]\s*\d").expect("static regex"));
+
+fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
+    let base = func.rsplit('.').next().unwrap_or(func);
+    FRAME_CLASSES
+        .iter()
+        .find(|c| c.functions.contains(&base) || c.files.iter().any(|f| file.contains(f)))
+        .map(|c| c.phase)
+        .or_else(|| {
+            // Projects name their own evaluation code (`evaluate_predictions`,
+            // `validation_epoch`, `run_validation`): the word is the evidence.
+            let b = base.to_ascii_lowercase();
+            (b.starts_with("evaluat")
+                || b.starts_with("validat")
+                || b.starts_with("run_eval")
+                || b.starts_with("run_validat"))
+            .then_some(id::EVALUATION)
+        })
+}
+
+/// Decides the phase of a failure.
+///
+/// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
+/// scanner's look-back window). `marker` is the latest phase marker and how many lines
+/// before the failure it was (`None` if it was outside the window or never seen).
+/// The phase a memory snapshot's failing allocation implies, from what it was for.
+pub fn of_allocation_category(category: &str) -> Option<&'static str> {
+    match category {
+        "weights" => Some(id::MODEL_LOAD),
+        "gradients" => Some(id::BACKWARD),
+        "optimizer" => Some(id::OPTIMIZER_STEP),
+        "kv_cache" => Some(id::GENERATION),
+        _ => None,
+    }
+}
+
+/// The phase a recogniser's marker names.
+pub fn of_mark(mark: PhaseMark) -> &'static str {
+    match mark {
+        PhaseMark::ModelLoad => id::MODEL_LOAD,
+        PhaseMark::EngineStartup => id::ENGINE_STARTUP,
+        PhaseMark::CudaGraphCapture => id::CUDA_GRAPH_CAPTURE,
+        PhaseMark::Warmup => id::WARMUP,
+        PhaseMark::TrainingStart => id::FIRST_STEP,
+        PhaseMark::Evaluation => id::EVALUATION,
+        PhaseMark::Generation => id::GENERATION,
+        PhaseMark::Serving => id::SERVING,
+    }
+}
+
+pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> PhaseDecision {
+    // 1. The traceback directly above the error: frames up to the "Traceback" header.
+    let mut frames: Vec<(String, String)> = Vec::new();
+    let mut saw_frames = false;
+    for l in preceding.iter().take(400) {
+        let t = l.text.trim_start();
+        if let Some(c) = FRAME.captures(&l.text) {
+            let file = c.name("file").or(c.name("rfile")).or(c.name("ifile"));
+            let func = c.name("func").or(c.name("rfunc")).or(c.name("ifunc"));
+            if let (Some(file), Some(func)) = (file, func) {
+                frames.push((file.as_str().to_string(), func.as_str().to_string()));
+                saw_frames = true;
+            }
+            continue;
+        }
+        // `rich` draws the header inside its box: `╭──── Traceback (most recent call last) ──╮`.
+        if t.starts_with("Traceback (most recent call last)")
+            || (t.starts_with('╭') && t.contains("Traceback (most recent call last)"))
+        {
+            break;
+        }
+        // Between the frames sit source lines and `^^^^` markers; after the exception line we
+        // may also see chained-exception banners. Stop at the banner of a previous exception.
+        if saw_frames
+            && (t.starts_with("During handling of the above exception")
+                || t.starts_with("The above exception was the direct cause"))
+        {
+            break;
+        }
+    }
+    let mut steps = None;
+    let mut epoch = None;
+    let mut last_progress_distance: Option<u64> = None;
+    let mut saw_loss_log = false;
+    for (distance, l) in preceding.iter().enumerate() {
+        let t = &l.text;
+        let mut progress = false;
+        // Progress bars of loading, downloading or graph capture are not training steps.
+        if NOT_STEPS.is_match(t) {
+            continue;
+        }
+        if let Some(c) = TQDM.captures(t) {
+            if let Ok(n) = c["cur"].parse::<u64>() {
+                steps = Some(steps.unwrap_or(0u64).max(n));
+                progress = true;
+            }
+        } else if let Some(c) = STEP.captures(t) {
+            if !t.contains("File \"") {
+                if let Ok(n) = c["n"].parse::<u64>() {
+                    if n < 100_000_000 {
+                        steps = Some(steps.unwrap_or(0u64).max(n));
+                        progress = true;
+                    }
+                }
+            }
+        }
+        if LOSS_LOG.is_match(t) {
+            saw_loss_log = true;
+            progress = true;
+            steps = Some(steps.unwrap_or(1).max(1));
+        }
+        if let Some(c) = EPOCH.captures(t) {
+            if let Ok(e) = c["n"].parse::<f64>() {
+                // `Epoch 3/30` (Keras, many trainers) counts from 1: two epochs are done.
+                let done = if c.name("of").is_some() {
+                    (e.floor() as u64).saturating_sub(1)
+                } else {
+                    e.floor() as u64
+                };
+                epoch = Some(epoch.unwrap_or(0u64).max(done));
+            }
+        }
+        if progress && last_progress_distance.is_none() {
+            last_progress_distance = Some(distance as u64 + 1);
+        }
+    }
+    let frames_text = (!frames.is_empty()).then(|| {
+        frames
+            .iter()
+            .take(40)
+            .map(|(file, func)| {
+                let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
+                format!("{base}:{func}")
+            })
+            .collect::<Vec<_>>()
+            .join(" < ")
+    });
+    let steady = steps.is_some_and(|s| s >= 2)
+        || epoch.is_some_and(|e| e >= 1)
+        || saw_loss_log && steps.is_some_and(|s| s >= 2);
+
+    // Frames: the outermost-decisive class, in priority order.
+    let mut best: Option<(usize, &'static str, String)> = None;
+    let mut in_training_step = false;
+    for (file, func) in &frames {
+        if STEP_FUNCTIONS.contains(&func.as_str()) {
+            in_training_step = true;
+        }
+        if let Some(p) = frame_phase(file, func) {
+            let rank = FRAME_CLASSES
+                .iter()
+                .position(|c| c.phase == p)
+                .unwrap_or(usize::MAX);
+            if best.as_ref().is_none_or(|(r, ..)| rank < *r) {
+                best = Some((rank, p, format!("{func} ({file})")));
+            }
+        }
+    }
+    // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
+    if let Some((_, p, ev)) = &best {
+        let load_by_move =
+            *p == id::MODEL_LOAD && (ev.starts_with("cuda ") || ev.starts_with("to "));
+        if !(load_by_move && in_training_step) {
+            return PhaseDecision {
+                frames: frames_text.clone(),
+                phase: p,
+                evidence: Some(format!("traceback frame {ev}")),
+                steps_completed: steps,
+                epoch,
+            };
+        }
+    }
+
+    // 2. A marker that no training progress followed.
+    if let Some((mark, distance)) = marker {
+        let progress_after = last_progress_distance.is_some_and(|d| d < distance);
+        if !progress_after {
+            let phase = of_mark(mark);
+            let phase = if phase == id::FIRST_STEP && steady {
+                id::STEADY_STATE
+            } else {
+                phase
+            };
+            return PhaseDecision {
+                frames: frames_text.clone(),
+                phase,
+                evidence: Some(format!("log marker {mark:?}, {distance} lines before")),
+                steps_completed: steps,
+                epoch,
+            };
+        }
+    }
+
+    // 3. Progress counters.
+    if steady {
+        return PhaseDecision {
+            frames: frames_text.clone(),
+            phase: id::STEADY_STATE,
+            evidence: Some(format!(
+                "{} steps completed before the failure",
+                steps.unwrap_or(0)
+            )),
+            steps_completed: steps,
+            epoch,
+        };
+    }
+    if in_training_step || steps.is_some() {
+        return PhaseDecision {
+            frames: frames_text.clone(),
+            phase: id::FIRST_STEP,
+            evidence: Some("inside the first training step".into()),
+            steps_completed: steps,
+            epoch,
+        };
+    }
+    PhaseDecision {
+        frames: frames_text.clone(),
+        phase: id::UNKNOWN,
+        evidence: None,
+        steps_completed: steps,
+        epoch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::log::clean::clean_line;
+
+    /// Lines in file order; `decide` wants them nearest-first.
+    fn pre(text: &str) -> Vec<CleanLine> {
+        text.lines()
+            .rev()
+            .map(|l| clean_line(l.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn traceback_frames_decide() {
+        let tb = r#"Traceback (most recent call last):
+  File "/app/train.py", line 88, in <module>
+    model = AutoModelForCausalLM.from_pretrained(name, torch_dtype=torch.float32)
+  File "/usr/lib/python3/site-packages/transformers/modeling_utils.py", line 4100, in from_pretrained
+    model = cls(config)
+  File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", line 1150, in to
+    return self._apply(convert)"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+
+        let tb = r#"{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.4}
+ 45%|████▌     | 450/1000 [10:00<12:00,  1.2s/it]
+Traceback (most recent call last):
+  File "train.py", line 10, in <module>
+    trainer.train()
+  File "/site-packages/transformers/trainer.py", line 3000, in training_step
+    self.accelerator.backward(loss)
+  File "/site-packages/torch/_tensor.py", line 520, in backward
+    torch.autograd.backward("#;
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::BACKWARD);
+        assert_eq!(d.steps_completed, Some(450));
+    }
+
+    #[test]
+    fn markers_and_steps() {
+        let d = decide(
+            &pre("Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03]"),
+            Some((PhaseMark::ModelLoad, 1)),
+        );
+        assert_eq!(d.phase, id::MODEL_LOAD);
+        let d = decide(
+            &pre("step 1200 loss 2.1\nstep 1210 loss 2.0"),
+            Some((PhaseMark::ModelLoad, 500)),
+        );
+        assert_eq!(d.phase, id::STEADY_STATE);
+        assert_eq!(d.steps_completed, Some(1210));
+        let d = decide(&pre("Epoch 0: 0%|          | 0/500 [00:00<?, ?it/s]"), None);
+        assert_eq!(d.phase, id::FIRST_STEP);
+        assert_eq!(decide(&pre("hello"), None).phase, id::UNKNOWN);
+    }
+
+    #[test]
+    fn rich_and_ipython_frames_are_frames() {
+        let rich = "╭──────────── Traceback (most recent call last) ─────────────╮
+│ /srv/app/train.py:40 in main                               │
+│ ❱  40 │   model.to(device)                                   │
+│ /venv/lib/python3.10/site-packages/torch/nn/modules/module.p │
+│ y:1160 in to                                                 │
+╰──────────────────────────────────────────────────────────────╯";
+        let d = decide(&pre(rich), None);
+        assert_eq!(d.phase, id::MODEL_LOAD, "{:?}", d.frames);
+        let ipy = "<ipython-input-4-1f2e> in <module>
+----> 1 out = trainer.evaluate()
+~/venv/lib/python3.8/site-packages/transformers/trainer.py in evaluate(self, eval_dataset)
+   1157         output = self.prediction_loop(eval_dataloader)";
+        assert_eq!(decide(&pre(ipy), None).phase, id::EVALUATION);
+        let own = r#"Traceback (most recent call last):
+  File "train.py", line 193, in test
+    stats = evaluator.evaluate_predictions(results, topk=args.topk)
+  File "/src/models/common.py", line 489, in evaluate_predictions
+    results = self.score_fast_model(scores, topk=topk)
+  File "/src/models/common.py", line 363, in score_fast_model
+    scores[~mask] += bias"#;
+        assert_eq!(decide(&pre(own), None).phase, id::EVALUATION);
+    }
+
+    #[test]
+    fn a_diffusion_sampler_is_not_llm_generation() {
+        let tb = r#"Traceback (most recent call last):
+  File "C:\ComfyUI\execution.py", line 327, in execute
+    output_data = get_output_data(obj, input_data_all)
+  File "C:\ComfyUI\nodes.py", line 1525, in sample
+    return common_ksampler(model, seed, steps, cfg)
+  File "C:\ComfyUI\comfy\samplers.py", line 930, in sample
+    output = executor.execute(noise, latent_image, sampler, sigmas)"#;
+        assert_ne!(decide(&pre(tb), None).phase, id::GENERATION);
+        let tb = r#"Traceback (most recent call last):
+  File "C:\ComfyUI\comfy\sampler_helpers.py", line 116, in prepare_sampling
+    comfy.model_management.load_models_gpu([model] + models)
+  File "C:\ComfyUI\comfy\model_management.py", line 604, in load_models_gpu
+    loaded_model.model_load(lowvram_model_memory)
+  File "C:\ComfyUI\comfy\model_patcher.py", line 829, in partially_load
+    self.load(device_to)"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+    }
+
+    #[test]
+    fn moving_a_batch_inside_a_step_is_not_loading() {
+        let tb = r#"Traceback (most recent call last):
+  File "train.py", line 40, in train_one_epoch
+    x = x.cuda()
+  File "train.py", line 12, in cuda
+    pass"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::FIRST_STEP);
+    }
+}
+
+#[cfg(test)]
+mod counting {
+    use super::*;
+    use crate::ingest::log::clean::clean_line;
+
+    fn pre(text: &str) -> Vec<CleanLine> {
+        text.lines()
+            .rev()
+            .map(|l| clean_line(l.as_bytes()))
+            .collect()
+    }
+
+    #[test]
+    fn loading_bars_are_not_steps_and_keras_epochs_count_from_one() {
+        let d = decide(
+            &pre("Loading checkpoint shards:  47%|████▋     | 14/30 [03:02<03:29, 13.10s/it]"),
+            Some((PhaseMark::ModelLoad, 1)),
+        );
+        assert_eq!((d.phase, d.steps_completed), (id::MODEL_LOAD, None));
+        let d = decide(
+            &pre("Epoch 1/30\n 12/500 [>.....] - ETA: 2:01 - loss: 0.69"),
+            None,
+        );
+        assert_eq!(d.epoch, Some(0));
+        assert_ne!(d.phase, id::STEADY_STATE);
+        let d = decide(&pre("Epoch 3/30"), None);
+        assert_eq!(d.epoch, Some(2));
+    }
+}

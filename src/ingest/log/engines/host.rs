@@ -1,0 +1,413 @@
+//! Host-memory failures that any engine's process can show: a DataLoader worker killed, a
+//! shared-memory (`/dev/shm`) bus error, a process killed by SIGKILL (`Killed`, exit 137).
+//!
+//! This module also owns the `host.*` fact namespace. The kernel OOM killer, systemd-oomd,
+//! cgroups, Kubernetes and Ray recognisers fill the same facts from their own messages, so
+//! host-oom rules read one vocabulary whatever killed the process.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::facts::catalog::{FactDef, fact};
+use crate::facts::evidence::Unit;
+
+/// Host-memory facts, shared by every host-side recogniser.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "host.killer",
+        Unit::Text,
+        "What killed the process or refused memory: kernel (global OOM killer), memcg (a cgroup / container limit), systemd (a unit's OOM kill), systemd-oomd, kubernetes (OOMKilled), eviction (kubelet node-pressure eviction), docker, containerd, ray (memory monitor), slurm, ollama (refused to load), allocator (a host allocation failed), signal (an engine saw its child die of SIGKILL), dataloader, shell, unknown.",
+    ),
+    fact(
+        "host.constraint",
+        Unit::Text,
+        "Kernel OOM constraint: global (the whole machine) or memcg (a cgroup / container limit), cpuset, mempolicy.",
+    ),
+    fact(
+        "host.victim_pid",
+        Unit::Count,
+        "PID of the process that was killed.",
+    ),
+    fact(
+        "host.victim_name",
+        Unit::Text,
+        "Command name of the process that was killed.",
+    ),
+    fact(
+        "host.victim_anon_rss_bytes",
+        Unit::Bytes,
+        "Anonymous resident memory of the killed process (its real usage).",
+    ),
+    fact(
+        "host.victim_file_rss_bytes",
+        Unit::Bytes,
+        "File-backed resident memory of the killed process (mmap'd model files, page cache).",
+    ),
+    fact(
+        "host.victim_shmem_rss_bytes",
+        Unit::Bytes,
+        "Shared-memory resident pages of the killed process.",
+    ),
+    fact(
+        "host.victim_total_vm_bytes",
+        Unit::Bytes,
+        "Virtual size of the killed process (irrelevant for GPU runtimes, which map huge ranges).",
+    ),
+    fact(
+        "host.invoker_name",
+        Unit::Text,
+        "The task whose allocation triggered the OOM killer (not necessarily the victim).",
+    ),
+    fact(
+        "host.cgroup",
+        Unit::Text,
+        "The cgroup / container / pod whose limit was hit.",
+    ),
+    fact(
+        "host.cgroup_limit_bytes",
+        Unit::Bytes,
+        "The memory limit of that cgroup or container.",
+    ),
+    fact(
+        "host.cgroup_usage_bytes",
+        Unit::Bytes,
+        "Memory usage of that cgroup at the kill.",
+    ),
+    fact("host.total_ram_bytes", Unit::Bytes, "Total system RAM."),
+    fact(
+        "host.free_ram_bytes",
+        Unit::Bytes,
+        "Free system RAM at the failure.",
+    ),
+    fact(
+        "host.swap_free_bytes",
+        Unit::Bytes,
+        "Free swap at the failure.",
+    ),
+    fact(
+        "host.exit_code",
+        Unit::Count,
+        "Exit code of the killed process or container (137 = SIGKILL).",
+    ),
+    fact(
+        "host.signal",
+        Unit::Text,
+        "The signal that ended the process (KILL, TERM, BUS, SEGV).",
+    ),
+    fact(
+        "host.shm_exhausted",
+        Unit::Flag,
+        "Shared memory (/dev/shm) ran out: a bus error in a DataLoader worker.",
+    ),
+    fact(
+        "host.dataloader_workers",
+        Unit::Count,
+        "num_workers of the DataLoader, when the log shows it.",
+    ),
+    // Filled by the kernel, systemd, Kubernetes, Ray and Slurm recognisers.
+    fact(
+        "host.oom_reason",
+        Unit::Text,
+        "The killer's reason as printed: `Out of memory`, `Memory cgroup out of memory`, `oom_kill_allocating_task`, swap, pressure, OOMKilled, Evicted.",
+    ),
+    fact(
+        "host.used_ram_bytes",
+        Unit::Bytes,
+        "Memory in use on the host or node at the kill (Ray's memory monitor, systemd-oomd).",
+    ),
+    fact("host.swap_total_bytes", Unit::Bytes, "Total swap."),
+    fact(
+        "host.swap_used_bytes",
+        Unit::Bytes,
+        "Swap in use at the kill (systemd-oomd).",
+    ),
+    fact(
+        "host.memory_pressure",
+        Unit::Ratio,
+        "Memory pressure (PSI, 0..1) that made systemd-oomd act.",
+    ),
+    fact(
+        "host.pressure_limit",
+        Unit::Ratio,
+        "The limit systemd-oomd compared against (memory pressure or swap used, 0..1).",
+    ),
+    fact(
+        "host.container",
+        Unit::Text,
+        "Where the process ran, from its cgroup or the log: docker, kubernetes, slurm, systemd, ray.",
+    ),
+    fact(
+        "host.memory_request_bytes",
+        Unit::Bytes,
+        "The memory the scheduler reserved for the job (Kubernetes requests.memory, Ray's memory= resource).",
+    ),
+    fact(
+        "host.node_available_bytes",
+        Unit::Bytes,
+        "Memory available on the node when the kubelet evicted the pod.",
+    ),
+    fact(
+        "host.eviction_threshold_bytes",
+        Unit::Bytes,
+        "The kubelet's memory.available eviction threshold.",
+    ),
+    fact(
+        "host.restart_count",
+        Unit::Count,
+        "How many times the container was restarted (kubectl describe pod).",
+    ),
+    fact(
+        "host.oom_events",
+        Unit::Count,
+        "OOM-kill events the job's cgroup recorded (Slurm: `Detected N oom_kill events`).",
+    ),
+    fact(
+        "host.shm_size_bytes",
+        Unit::Bytes,
+        "Size of /dev/shm (docker --shm-size, Ray's object-store warning).",
+    ),
+    fact(
+        "host.required_bytes",
+        Unit::Bytes,
+        "Derived: the memory the killed workload needed at least (its usage, anon-rss, or the limit it exceeded).",
+    ),
+    fact(
+        "host.limit_fit_bytes",
+        Unit::Bytes,
+        "Derived: a memory limit that holds the usage the log shows with 25% headroom, rounded up to a GiB.",
+    ),
+];
+
+static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)").expect("static regex")
+});
+static SHM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit").expect("static regex")
+});
+/// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
+/// SIGKILL; job control prints `[1]+  14875 killed  python main.py` (zsh) or
+/// `[1]+  Killed  python main.py` (bash); job runners print exit code 137 (128 + 9). A progress
+/// bar redraws its line with `\r` and no newline, so the shell's `Killed` often lands glued to
+/// the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
+static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
+});
+static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
+});
+static NUM_WORKERS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
+
+/// The generic host-memory recogniser.
+pub struct Host;
+
+impl Recognizer for Host {
+    fn engine(&self) -> &'static str {
+        id::UNKNOWN
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &[
+            "DataLoader worker",
+            "shared memory",
+            "/dev/shm",
+            "torch_",
+            "Killed",
+            // Exit code 137 as runners phrase it; a bare "137" hits timestamps and addresses.
+            "code 137",
+            "code (137)",
+            "code: 137",
+            "code=137",
+            "status 137",
+            "status: 137",
+            "exitcode: -9",
+            "exit code:",
+            "num_workers",
+        ]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        let text = line.text;
+        if let Some(c) = NUM_WORKERS.captures(text) {
+            let m = c.name("n").expect("group n");
+            if let Ok(n) = m.as_str().parse::<u32>() {
+                out.fact("host.dataloader_workers", n, Some((m.start(), m.end())));
+            }
+        }
+        if SHM.is_match(text) {
+            let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
+            f.fact("host.killer", "dataloader", None)
+                .fact("host.shm_exhausted", true, None)
+                .fact("host.signal", "BUS", None);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = WORKER_KILLED.captures(text) {
+            let sig = c.name("sig").map(|s| s.as_str().trim().to_string());
+            // A segfault or bus error is not memory exhaustion (the shm case is caught above).
+            if let Some(s) = &sig {
+                if !s.eq_ignore_ascii_case("killed") && !s.contains("SIGKILL") {
+                    return;
+                }
+            }
+            let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
+            f.fact("host.killer", "dataloader", None);
+            if let Some(p) = c.name("pid") {
+                if let Ok(pid) = p.as_str().parse::<u64>() {
+                    f.fact("host.victim_pid", pid, Some((p.start(), p.end())));
+                }
+            }
+            f.fact("host.victim_name", "DataLoader worker", None);
+            if sig.is_some() {
+                f.fact("host.signal", "KILL", None);
+            }
+            out.failure(f);
+            return;
+        }
+        // A shell's `Killed` and an exit status 137 restate a kill that the kernel, a cgroup or
+        // an orchestrator may report with numbers next to them: they are wrappers, so they
+        // name no extra copy and yield to that report; alone they still make an incident.
+        if let Some(c) = SHELL_KILLED.captures(text.trim_end()) {
+            // SGLang's launcher kills its own children after one reports an error
+            // ("Received sigquit from a child process"); that `Killed` is not memory.
+            if line
+                .preceding(3)
+                .iter()
+                .any(|l| l.text.contains("Received sigquit") || l.text.contains("Received SIGQUIT"))
+            {
+                return;
+            }
+            // A Python victim is a PyTorch-side process, so the incident takes the engine the
+            // log shows (vLLM, DeepSpeed, ...).
+            let engine = match c
+                .name("cmd")
+                .or(c.name("cmd2"))
+                .or(c.name("cmd3"))
+                .map(|m| {
+                    super::local::engine_of_process(
+                        m.as_str().split_whitespace().next().unwrap_or(""),
+                    )
+                }) {
+                Some(id::LINUX) | None => id::UNKNOWN,
+                Some(e) => e,
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
+            f.wrapper = true;
+            f.fact("host.killer", "shell", None)
+                .fact("host.signal", "KILL", None)
+                .fact("host.exit_code", 137u32, None);
+            if let Some(cmd) = c.name("cmd").or(c.name("cmd2")).or(c.name("cmd3")) {
+                f.fact(
+                    "host.victim_name",
+                    cmd.as_str().split_whitespace().next().unwrap_or(""),
+                    Some((cmd.start(), cmd.end())),
+                );
+            }
+            if let Some(p) = c
+                .name("pid")
+                .or(c.name("pid3"))
+                .and_then(|p| p.as_str().parse::<u64>().ok())
+            {
+                f.fact("host.victim_pid", p, None);
+            }
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = EXIT_137.captures(text) {
+            // `kubectl describe` prints `Reason:` just above `Exit Code:`. OOMKilled is the
+            // Kubernetes recogniser's; any other reason (a failed liveness probe, a preStop
+            // timeout) is a SIGKILL that says nothing about memory.
+            if text.trim_start().starts_with("Exit Code:")
+                && line
+                    .preceding(3)
+                    .iter()
+                    .any(|l| l.text.trim_start().starts_with("Reason:"))
+            {
+                return;
+            }
+            // Only a process exit, not any number 137 in a line.
+            let m = c.name("code").expect("group code");
+            // torchrun's `failed (exitcode: -9) local_rank: 3` is PyTorch's launcher.
+            let engine = if text.contains("local_rank") || text.contains("exitcode") {
+                id::PYTORCH
+            } else {
+                id::UNKNOWN
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
+            f.wrapper = true;
+            f.fact("host.killer", "unknown", None)
+                .fact("host.signal", "KILL", None)
+                .fact("host.exit_code", 137u32, Some((m.start(), m.end())));
+            out.failure(f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::evidence::{InputName, Value};
+    use crate::ingest::log::clean::LineMeta;
+    use crate::ingest::log::engines::Observation;
+    use std::sync::Arc;
+
+    fn failure(text: &str) -> Option<Failure> {
+        let input: InputName = Arc::from("t.log");
+        let meta = LineMeta::default();
+        let line = Line::standalone(&input, 1, text, &meta);
+        let mut out = Emit::default();
+        out.begin_line(&line);
+        Host.recognize(&line, &mut out);
+        out.records.into_iter().find_map(|r| match r.obs {
+            Observation::Failure(f) => Some(f),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn host_failures() {
+        let f = failure("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed. ")
+            .unwrap();
+        assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(4242.0)));
+        assert!(failure("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault. ").is_none());
+        let f = failure("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).").unwrap();
+        assert_eq!(f.get("host.shm_exhausted"), Some(&Value::Bool(true)));
+        let f = failure("train.sh: line 12: 31337 Killed                  python train.py --bs 64")
+            .unwrap();
+        assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(31337.0)));
+        assert_eq!(
+            f.get("host.victim_name").and_then(Value::as_str),
+            Some("python")
+        );
+        assert!(failure("Killed").is_some());
+        assert!(failure("subprocess.CalledProcessError: Command '['python', 'x.py']' returned non-zero exit status 137.").is_some());
+        assert!(failure("processed 137 files").is_none());
+        // `docker ps -a`
+        assert!(failure("4f1e2d9a0b7c   vllm/vllm-openai:latest   \"python3 -m vllm.ent…\"   3 minutes ago   Exited (137) 2 minutes ago             vllm").is_some());
+        assert!(failure("Killed 3 zombie workers during cleanup").is_none());
+        // Job control, and a `Killed` glued to the last redraw of a progress bar.
+        let f = failure("[1]  + 14875 killed     python main.py --bs 32").expect("job control");
+        assert_eq!(
+            f.get("host.victim_pid").and_then(|v| v.as_f64()),
+            Some(14875.0)
+        );
+        assert!(failure("[2]+  Killed                  python train.py").is_some());
+        assert!(
+            failure("Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]Killed")
+                .is_some()
+        );
+        assert!(
+            failure("Epoch 3:  40%|####      | 40/100 [01:02<01:33,  1.55s/it]Killed").is_some()
+        );
+        assert!(failure("The operator Killed the job").is_none());
+        assert_eq!(
+            failure("zsh: killed     python3 serve.py")
+                .unwrap()
+                .get("host.victim_name")
+                .and_then(Value::as_str),
+            Some("python3")
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! `nvidia-smi`'s process table pasted into a log: which processes held memory on each GPU
+//! around the failure.
+//!
+//! People paste it right under the error ("nvidia-smi shows:"). Two processes listed on one
+//! GPU are two CUDA contexts sharing its memory: another job, a notebook kernel, or a rank
+//! that created a context on the wrong device. Shapes, before and after the 450 driver's
+//! `GI ID`/`CI ID` columns:
+//!
+//! ```text
+//! |    0     32317      C   python                                      7773MiB |
+//! |    0   N/A  N/A     32317      C   python                            7773MiB |
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::local::walk_forward;
+use super::{Emit, Line, Recognizer, id};
+use crate::facts::catalog::{FactDef, fact};
+use crate::facts::evidence::Unit;
+
+/// Facts read from a pasted process table.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "smi.busiest_gpu",
+        Unit::Count,
+        "The GPU with the most processes in a pasted `nvidia-smi` process table.",
+    ),
+    fact(
+        "smi.busiest_gpu_processes",
+        Unit::Count,
+        "How many processes the table lists on that GPU.",
+    ),
+    fact(
+        "smi.busiest_gpu_bytes",
+        Unit::Bytes,
+        "The memory those processes held together.",
+    ),
+    fact(
+        "smi.busiest_gpu_second_bytes",
+        Unit::Bytes,
+        "What the processes on that GPU held besides the largest one: at least this much was another process's, whichever one was the failing job.",
+    ),
+];
+
+static ROW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")
+        .expect("static regex")
+});
+
+/// Reads the table under a `Processes:` header.
+pub struct SmiTable;
+
+impl Recognizer for SmiTable {
+    fn engine(&self) -> &'static str {
+        id::UNKNOWN
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &["| Processes:", "|  Processes:"]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        // GPU index -> (processes, MiB of each).
+        let mut gpus: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+        let mut misses = 0;
+        walk_forward(line, 72, |raw| {
+            let t = raw.trim();
+            match ROW.captures(t) {
+                Some(c) => {
+                    if let (Ok(g), Ok(m)) = (c["gpu"].parse::<u32>(), c["mib"].parse::<f64>()) {
+                        gpus.entry(g).or_default().push(m * 1048576.0);
+                    }
+                    misses = 0;
+                    true
+                }
+                // Header and ruler lines sit between the title and the rows.
+                None => {
+                    misses += 1;
+                    misses <= 4 && (t.starts_with('|') || t.starts_with('+') || t.is_empty())
+                }
+            }
+        });
+        let Some((gpu, procs)) = gpus
+            .iter()
+            .max_by(|a, b| a.1.len().cmp(&b.1.len()).then(b.0.cmp(a.0)))
+        else {
+            return;
+        };
+        let total: f64 = procs.iter().sum();
+        let largest = procs.iter().copied().fold(0.0, f64::max);
+        out.fact("smi.busiest_gpu", *gpu, None);
+        out.fact("smi.busiest_gpu_processes", procs.len() as u32, None);
+        out.fact("smi.busiest_gpu_bytes", total, None);
+        out.fact("smi.busiest_gpu_second_bytes", total - largest, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::facts::evidence::InputName;
+    use crate::incident::analyze_log;
+
+    #[test]
+    fn two_processes_on_one_gpu() {
+        for table in [
+            "|  GPU       PID   Type   Process name                     Usage      |\n|===========================================|\n|    0     32317      C   python                                      7773MiB |\n|    0     34873      C   python                                       217MiB |\n|    1     40001      C   python                                      9001MiB |\n+-------------------------------------------+\n",
+            "|  GPU   GI   CI        PID   Type   Process name                  GPU Memory |\n|        ID   ID                                                   Usage      |\n|=============================================================================|\n|    0   N/A  N/A     32317      C   python                           7773MiB |\n|    0   N/A  N/A     34873      C   python                            217MiB |\n+-----------------------------------------------------------------------------+\n",
+        ] {
+            let log = format!(
+                "RuntimeError: CUDA error: out of memory\n+-----------------+\n| Processes:                                                       GPU Memory |\n{table}"
+            );
+            let input: InputName = Arc::from("t.log");
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            assert_eq!(ev.incidents.len(), 1, "{log}");
+            let f = &ev.incidents[0].facts;
+            assert_eq!(f.num("smi.busiest_gpu"), Some(0.0));
+            assert_eq!(f.num("smi.busiest_gpu_processes"), Some(2.0));
+            assert_eq!(
+                f.num("smi.busiest_gpu_second_bytes"),
+                Some(217.0 * 1048576.0)
+            );
+        }
+    }
+}

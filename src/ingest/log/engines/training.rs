@@ -1,0 +1,382 @@
+//! Training and inference loop context: batch sizes, step counters, epochs, model size.
+//!
+//! Frameworks (HF Trainer, Accelerate, Lightning, DeepSpeed, plain argparse scripts) print
+//! their configuration and progress in many shapes; this module reads the common ones so the
+//! diagnosis knows how far the run got and which batch size it ran with.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::{Emit, Line, PhaseMark, Recognizer, id};
+use crate::facts::catalog::{FactDef, fact};
+use crate::facts::evidence::Unit;
+use crate::facts::units::parse_number;
+
+/// Facts about the training or inference loop.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "train.batch_size",
+        Unit::Count,
+        "Per-device batch size the run used (per_device_train_batch_size, --batch-size, batch_size=).",
+    ),
+    fact(
+        "train.global_batch_size",
+        Unit::Count,
+        "Total batch size across devices and accumulation steps.",
+    ),
+    fact(
+        "train.gradient_accumulation_steps",
+        Unit::Count,
+        "Gradient accumulation steps.",
+    ),
+    fact(
+        "train.seq_len",
+        Unit::Tokens,
+        "Sequence length / max length / block size the run used.",
+    ),
+    fact(
+        "train.gradient_checkpointing",
+        Unit::Flag,
+        "Whether gradient (activation) checkpointing is on.",
+    ),
+    fact(
+        "train.mixed_precision",
+        Unit::Text,
+        "Mixed precision mode (fp16, bf16, no).",
+    ),
+    fact(
+        "train.world_size",
+        Unit::Count,
+        "Number of processes / GPUs in the job.",
+    ),
+    fact("train.zero_stage", Unit::Count, "DeepSpeed ZeRO stage."),
+    fact(
+        "train.optimizer",
+        Unit::Text,
+        "Optimizer name when logged (adamw, adafactor, 8-bit adam...).",
+    ),
+    fact(
+        "train.lora",
+        Unit::Flag,
+        "Whether the run trains LoRA / PEFT adapters.",
+    ),
+    fact(
+        "model.name",
+        Unit::Text,
+        "The model id or path the run loaded.",
+    ),
+    fact(
+        "model.params",
+        Unit::Count,
+        "Parameter count of the model, from the log.",
+    ),
+    fact(
+        "model.trainable_params",
+        Unit::Count,
+        "Trainable parameter count (PEFT prints it).",
+    ),
+    fact(
+        "model.dtype",
+        Unit::Text,
+        "dtype of the weights (float32, float16, bfloat16, int8, 4bit...).",
+    ),
+    fact(
+        "model.weights_bytes",
+        Unit::Bytes,
+        "Memory of the weights on the device, from the log or computed from params x dtype.",
+    ),
+];
+
+/// `key=value`, `key: value`, `--key value`, `"key": value` for the configuration keys that
+/// matter for memory. Several may sit on one line (argparse `Namespace(...)`, HF
+/// `TrainingArguments(...)` dumps, DeepSpeed JSON).
+static CONFIG_KV: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?x)
+        (?:^|[\s,({"'-])
+        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|mixed_precision|model_name_or_path|world_size|optim)
+        ["']?\s*(?:=|:|\s)\s*["']?
+        (?P<val>[\w./-]+)"#,
+    )
+    .expect("static regex")
+});
+static HF_BATCH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Instantaneous batch size per device = (?P<n>\d+)").expect("static regex")
+});
+static HF_TOTAL_BATCH: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Total train batch size \(w\. parallel, distributed & accumulation\) = (?P<n>\d+)")
+        .expect("static regex")
+});
+static HF_ACCUM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Gradient Accumulation steps = (?P<n>\d+)").expect("static regex")
+});
+static PEFT_PARAMS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"trainable params: (?P<t>[\d,]+) \|\| all params: (?P<a>[\d,]+)")
+        .expect("static regex")
+});
+static ACCELERATE_PROCS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"Num processes: (?P<n>\d+)").expect("static regex"));
+static MIXED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|[\s,(])(?:(?P<k>bf16|fp16)\s*=\s*True|--(?P<f>bf16|fp16)(?:\s|$|\s+True))")
+        .expect("static regex")
+});
+
+/// A device-memory figure in a progress line: `mem 10.51 GiB`, `gpu_mem=12.3G`,
+/// `memory_allocated: 10234 MB`, `max_memory_allocated=...`.
+static MEMORY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b").expect("static regex")
+});
+/// DeepSpeed's `see_memory_usage`: `MA 10.5 GB  Max_MA 12.1 GB  CA 14.0 GB  Max_CA 15 GB`.
+static DEEPSPEED_MA: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bMA (?P<n>\d+(?:\.\d+)?) GB\s+Max_MA").expect("static regex"));
+/// A progress indicator, so a memory figure is a per-step sample and not an accounting line.
+static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:step|iter(?:ation)?|it|epoch|batch)\b\s*[=:#\[]?\s*\d+|\|\s*\d+/\d+\s*\[|memory_allocated").expect("static regex")
+});
+
+/// The training/inference-loop recogniser.
+pub struct Training;
+
+impl Recognizer for Training {
+    fn engine(&self) -> &'static str {
+        id::TRANSFORMERS
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &[
+            "batch_size",
+            "batch size",
+            "gradient_accumulation",
+            "Gradient Accumulation",
+            "gradient_checkpointing",
+            "Running training",
+            "Running Evaluation",
+            "Running Prediction",
+            "trainable params",
+            "Loading checkpoint shards",
+            "loading weights file",
+            "model_name_or_path",
+            "max_seq_len",
+            "seq_length",
+            "seq_len",
+            "block_size",
+            "max_length",
+            "cutoff_len",
+            "mixed_precision",
+            "world_size",
+            "Num processes",
+            "bf16",
+            "fp16",
+            "mem",
+            "Max_MA",
+        ]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        let text = line.text;
+        if text.contains("Running training") {
+            out.phase(PhaseMark::TrainingStart);
+        }
+        if text.contains("Running Evaluation")
+            || text.contains("Running evaluation")
+            || text.contains("Running Prediction")
+        {
+            out.phase(PhaseMark::Evaluation);
+        }
+        if text.contains("Loading checkpoint shards") || text.contains("loading weights file") {
+            out.phase(PhaseMark::ModelLoad);
+        }
+        let num = |c: &regex::Captures<'_>, g: &str| {
+            c.name(g)
+                .and_then(|m| parse_number(m.as_str()).map(|v| (v, (m.start(), m.end()))))
+        };
+        if let Some((n, sp)) = HF_BATCH.captures(text).and_then(|c| num(&c, "n")) {
+            out.fact("train.batch_size", n, Some(sp));
+        }
+        if let Some((n, sp)) = HF_TOTAL_BATCH.captures(text).and_then(|c| num(&c, "n")) {
+            out.fact("train.global_batch_size", n, Some(sp));
+        }
+        if let Some((n, sp)) = HF_ACCUM.captures(text).and_then(|c| num(&c, "n")) {
+            out.fact("train.gradient_accumulation_steps", n, Some(sp));
+        }
+        if let Some((n, sp)) = ACCELERATE_PROCS.captures(text).and_then(|c| num(&c, "n")) {
+            out.fact("train.world_size", n, Some(sp));
+        }
+        if let Some(c) = PEFT_PARAMS.captures(text) {
+            if let (Some((t, ts)), Some((a, as_))) = (num(&c, "t"), num(&c, "a")) {
+                out.fact("model.trainable_params", t, Some(ts));
+                out.fact("model.params", a, Some(as_));
+                out.fact("train.lora", t < a * 0.5, Some(ts));
+            }
+        }
+        if let Some(k) = MIXED
+            .captures(text)
+            .and_then(|c| c.name("k").or(c.name("f")))
+        {
+            out.fact(
+                "train.mixed_precision",
+                k.as_str(),
+                Some((k.start(), k.end())),
+            );
+        }
+        // Lines that merely explain a key (help text, error hints) are not configuration.
+        if text.contains("Tried to allocate") {
+            return;
+        }
+        if let Some(c) = DEEPSPEED_MA.captures(text) {
+            let m = c.name("n").expect("group n");
+            if let Some(v) = parse_number(m.as_str()) {
+                out.memory_sample(v * 1073741824.0, Some((m.start(), m.end())));
+            }
+        } else if PROGRESS.is_match(text) {
+            if let Some(c) = MEMORY_FIGURE.captures(text) {
+                let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
+                let unit = match u.as_str().to_ascii_uppercase().as_str() {
+                    "G" | "GB" | "GIB" => 1073741824.0,
+                    _ => 1048576.0,
+                };
+                if let Some(v) = parse_number(n.as_str()) {
+                    out.memory_sample(v * unit, Some((n.start(), u.end())));
+                }
+            }
+        }
+        for c in CONFIG_KV.captures_iter(text) {
+            let (Some(key), Some(val)) = (c.name("key"), c.name("val")) else {
+                continue;
+            };
+            let sp = Some((val.start(), val.end()));
+            let v = val.as_str();
+            let n = parse_number(v);
+            match key.as_str() {
+                "per_device_train_batch_size"
+                | "train_micro_batch_size_per_gpu"
+                | "micro_batch_size_per_gpu"
+                | "micro_batch_size"
+                | "batch_size" => {
+                    if let Some(n) = n.filter(|n| *n >= 1.0) {
+                        out.fact("train.batch_size", n, sp);
+                    }
+                }
+                "train_batch_size" => {
+                    if let Some(n) = n.filter(|n| *n >= 1.0) {
+                        out.fact("train.global_batch_size", n, sp);
+                    }
+                }
+                "gradient_accumulation_steps" => {
+                    if let Some(n) = n.filter(|n| *n >= 1.0) {
+                        out.fact("train.gradient_accumulation_steps", n, sp);
+                    }
+                }
+                "max_seq_length" | "max_seq_len" | "seq_length" | "seq_len" | "block_size"
+                | "max_length" | "cutoff_len" | "model_max_length" => {
+                    // Tokenizer defaults print absurd sentinels (1e30); only plausible lengths count.
+                    if let Some(n) = n.filter(|n| *n >= 16.0 && *n <= 16_777_216.0) {
+                        out.fact("train.seq_len", n, sp);
+                    }
+                }
+                "gradient_checkpointing" => {
+                    let on = matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on");
+                    let off = matches!(
+                        v.to_ascii_lowercase().as_str(),
+                        "false" | "0" | "no" | "off" | "none"
+                    );
+                    if on || off {
+                        out.fact("train.gradient_checkpointing", on, sp);
+                    }
+                }
+                "mixed_precision" => {
+                    if matches!(v, "fp16" | "bf16" | "no" | "fp8") {
+                        out.fact("train.mixed_precision", v, sp);
+                    }
+                }
+                "model_name_or_path" if v.len() > 1 && v != "None" => out.fact("model.name", v, sp),
+                "world_size" => {
+                    if let Some(n) = n.filter(|n| *n >= 1.0) {
+                        out.fact("train.world_size", n, sp);
+                    }
+                }
+                "optim" => out.fact("train.optimizer", v, sp),
+                _ => {}
+            }
+        }
+        // A bare `--gradient_checkpointing` flag on a command line turns it on.
+        if text.contains("--gradient_checkpointing") && !text.contains("--gradient_checkpointing ")
+        {
+            out.fact("train.gradient_checkpointing", true, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::evidence::{InputName, Value};
+    use crate::ingest::log::clean::LineMeta;
+    use crate::ingest::log::engines::Observation;
+    use std::sync::Arc;
+
+    fn facts(text: &str) -> Vec<(&'static str, Value)> {
+        crate::ingest::log::engines::facts_of(&Training, text)
+    }
+
+    #[test]
+    fn memory_figures_in_progress_lines() {
+        let samples = |t: &str| {
+            let input: InputName = Arc::from("t.log");
+            let meta = LineMeta::default();
+            let line = Line::standalone(&input, 1, t, &meta);
+            let mut out = Emit::default();
+            out.begin_line(&line);
+            Training.recognize(&line, &mut out);
+            out.records
+                .into_iter()
+                .filter_map(|r| {
+                    if let Observation::MemorySample(b) = r.obs {
+                        Some(b)
+                    } else {
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            samples("step 400 | loss 2.1 | mem 10.50 GiB"),
+            vec![10.5 * 1073741824.0]
+        );
+        assert_eq!(
+            samples("Epoch 2:  40%|████ | 40/100 [00:10<00:15, loss=0.3, gpu_mem=12.0G]"),
+            vec![12.0 * 1073741824.0]
+        );
+        assert_eq!(
+            samples("MA 10.5 GB         Max_MA 12.1 GB         CA 14.0 GB         Max_CA 15 GB"),
+            vec![10.5 * 1073741824.0]
+        );
+        assert!(samples("Available KV cache memory: 3.20 GiB").is_empty());
+    }
+
+    #[test]
+    fn reads_common_config_shapes() {
+        let f = facts(
+            "Namespace(batch_size=32, lr=0.001, max_seq_len=2048, gradient_checkpointing=False)",
+        );
+        assert!(f.contains(&("train.batch_size", Value::Num(32.0))));
+        assert!(f.contains(&("train.seq_len", Value::Num(2048.0))));
+        assert!(f.contains(&("train.gradient_checkpointing", Value::Bool(false))));
+        let f = facts(
+            "python train.py --per_device_train_batch_size 8 --gradient_accumulation_steps 4 --bf16",
+        );
+        assert!(f.contains(&("train.batch_size", Value::Num(8.0))));
+        assert!(f.contains(&("train.gradient_accumulation_steps", Value::Num(4.0))));
+        let f = facts("  Instantaneous batch size per device = 16");
+        assert!(f.contains(&("train.batch_size", Value::Num(16.0))));
+        let f = facts("\"train_micro_batch_size_per_gpu\": 4,");
+        assert!(f.contains(&("train.batch_size", Value::Num(4.0))));
+        let f =
+            facts("trainable params: 4,194,304 || all params: 6,742,609,920 || trainable%: 0.0622");
+        assert!(f.contains(&("model.params", Value::Num(6742609920.0))));
+        assert!(f.contains(&("train.lora", Value::Bool(true))));
+        let f = facts("model_max_length=1000000000000000019884624838656");
+        assert!(f.is_empty());
+    }
+}

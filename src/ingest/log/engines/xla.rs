@@ -1,0 +1,870 @@
+//! JAX / XLA and TensorFlow: `RESOURCE_EXHAUSTED`, `ResourceExhaustedError: OOM when
+//! allocating tensor`, the BFC allocator's report, and the memory configuration.
+//!
+//! Sources: `ENGINE-MESSAGES.md` §8. Both runtimes share the BFC allocator, whose report
+//! starts with `Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.93GiB (rounded
+//! to 3149744640)requested by op ...` (no space before `requested`), lists bins and chunks
+//! (thousands of lines), and ends with a `Stats:` block (`Limit:`, `InUse:`, `MaxInUse:`,
+//! `LargestFreeBlock:`). The error the program dies of (`OOM when allocating tensor with
+//! shape[32,1024,1024] and type float ...`, `RESOURCE_EXHAUSTED: Out of memory while trying
+//! to allocate N bytes.`) comes after the report, so the report's numbers are context facts
+//! by the time it is seen. The report's first line is a failure only when no such error
+//! follows it in the log.
+//!
+//! Not failures: `... ran out of memory trying to allocate 1.2GiB with freed_by_count=0. The
+//! caller indicates that this is not a failure, but this may mean that there could be
+//! performance gains if more memory were available.` and the garbage-collection notice; the
+//! `TF_GPU_ALLOCATOR=cuda_malloc_async` hint in the report is a hint, not configuration.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::local::{size_bin, span, walk_back, walk_forward};
+use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::facts::catalog::{FactDef, fact};
+use crate::facts::evidence::Unit;
+use crate::facts::units::{SiBase, parse_size};
+
+/// Facts read from XLA / TensorFlow logs.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "xla.allocator",
+        Unit::Text,
+        "The BFC allocator that ran out (`GPU_0_bfc`).",
+    ),
+    fact(
+        "xla.pool_limit_bytes",
+        Unit::Bytes,
+        "The allocator's memory limit: BFC `Limit:`, `memory_limit_`, `pool limit`, or `XLA backend allocating N bytes`.",
+    ),
+    fact(
+        "xla.in_use_bytes",
+        Unit::Bytes,
+        "Memory in use in the pool at the failure (`InUse:`, `Sum Total of in-use chunks`).",
+    ),
+    fact(
+        "xla.peak_in_use_bytes",
+        Unit::Bytes,
+        "Peak memory in use in the pool (`MaxInUse:`).",
+    ),
+    fact(
+        "xla.largest_free_block_bytes",
+        Unit::Bytes,
+        "Largest free chunk in the pool (`LargestFreeBlock:`, `largest free chunk`).",
+    ),
+    fact(
+        "xla.free_in_pool_bytes",
+        Unit::Bytes,
+        "Free memory inside the pool (`total free in pool`, `available bytes`, or limit - in use).",
+    ),
+    fact(
+        "xla.mem_fraction",
+        Unit::Ratio,
+        "XLA_PYTHON_CLIENT_MEM_FRACTION as the user set it (default 0.75 when preallocating).",
+    ),
+    fact(
+        "xla.preallocate",
+        Unit::Flag,
+        "XLA_PYTHON_CLIENT_PREALLOCATE as the user set it (JAX preallocates by default).",
+    ),
+    fact(
+        "xla.client_allocator",
+        Unit::Text,
+        "XLA_PYTHON_CLIENT_ALLOCATOR (platform = no caching).",
+    ),
+    fact(
+        "xla.device_memory_bytes",
+        Unit::Bytes,
+        "Device memory TensorFlow created its GPU device with (`Created device ... with N MB memory`).",
+    ),
+    fact(
+        "xla.program_bytes",
+        Unit::Bytes,
+        "Memory the compiled program needs (`BufferAssignment ... total allocation`, TPU `Used X of Y hbm`).",
+    ),
+    fact(
+        "xla.temp_bytes",
+        Unit::Bytes,
+        "Temporary buffers of the compiled program (`preallocated temp allocation`).",
+    ),
+    fact(
+        "xla.startup_alloc_failed",
+        Unit::Flag,
+        "The runtime could not reserve its pool at start (`failed to allocate ... from device: CUDA_ERROR_OUT_OF_MEMORY`): the GPU was already in use.",
+    ),
+    fact(
+        "tf.tensor_shape",
+        Unit::Text,
+        "Shape of the tensor TensorFlow failed to allocate (`[32,1024,1024]`).",
+    ),
+    fact(
+        "tf.tensor_dtype",
+        Unit::Text,
+        "Its dtype (`float`, `half`, `bfloat16`, ...).",
+    ),
+    fact(
+        "tf.batch_dim",
+        Unit::Count,
+        "The first dimension of that shape, usually the batch size.",
+    ),
+    fact(
+        "tf.memory_growth",
+        Unit::Flag,
+        "Whether GPU memory growth is on (`set_memory_growth(gpu, True)`, `TF_FORCE_GPU_ALLOW_GROWTH=true`).",
+    ),
+    fact(
+        "tf.gpu_allocator",
+        Unit::Text,
+        "TF_GPU_ALLOCATOR as the user set it (`cuda_malloc_async`).",
+    ),
+    fact(
+        "tf.memory_limit_bytes",
+        Unit::Bytes,
+        "A logical-device memory limit the user set (`LogicalDeviceConfiguration(memory_limit=N)`, MiB).",
+    ),
+    fact(
+        "xla.device_total_bytes",
+        Unit::Bytes,
+        "Derived: device capacity implied by the pool limit and the memory fraction (limit / fraction).",
+    ),
+    fact(
+        "xla.mem_fraction_fit",
+        Unit::Ratio,
+        "Derived: the XLA_PYTHON_CLIENT_MEM_FRACTION that holds what the program had in use plus the failed request (at most 0.95).",
+    ),
+];
+
+static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*\[(?P<shape>[\d,\s]*)\](?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
+        .expect("static regex")
+});
+static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    // TensorFlow's `OP_REQUIRES failed ... : Resource exhausted: Out of memory ...` spells the
+    // status the older way.
+    Regex::new(r"(?:RESOURCE_EXHAUSTED|Resource exhausted):? Out of memory (?:while trying to allocate|allocating) (?P<n>\d+(?:\.\d+)?)\s*(?P<u>bytes|[KMGT]i?B|B)?")
+        .expect("static regex")
+});
+static XLA_REQUEST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"RESOURCE_EXHAUSTED: Failed to allocate request for (?P<h>\S+) \((?P<b>\d+)B\) on device ordinal (?P<d>\d+)")
+        .expect("static regex")
+});
+static TPU_HBM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<u>\d+(?:\.\d+)?)(?P<uu>[KMGT])? of (?P<t>\d+(?:\.\d+)?)(?P<tu>[KMGT])? (?:hbm|vmem)")
+        .expect("static regex")
+});
+static RESOURCE_EXHAUSTED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:XlaRuntimeError|JaxRuntimeError|ResourceExhaustedError|errors_impl\.ResourceExhaustedError)?:?\s*RESOURCE_EXHAUSTED:?\s*(?P<rest>.*)")
+        .expect("static regex")
+});
+static BFC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Allocator \((?P<name>[^)]+)\) ran out of memory trying to allocate (?P<h>\d+(?:\.\d+)?\s*[KMGT]?i?B)(?: \(rounded to (?P<r>\d+)\))?")
+        .expect("static regex")
+});
+static STAT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?P<k>Limit|InUse|MaxInUse|LargestFreeBlock):\s+(?P<v>\d+)\s*$")
+        .expect("static regex")
+});
+static SUM_IN_USE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Sum Total of in-use chunks: (?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)")
+        .expect("static regex")
+});
+static REGION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:memory_limit_|memoryLimit_): (?P<l>\d+) available bytes: (?P<a>\d+)")
+        .expect("static regex")
+});
+static SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"total free in pool (?P<f>\d+(?:\.\d+)?\s*[KMGT]?i?B?), largest free chunk usable by \w+ end (?P<l>\d+(?:\.\d+)?\s*[KMGT]?i?B?),.*?pool limit (?P<lim>\d+(?:\.\d+)?\s*[KMGT]?i?B?)")
+        .expect("static regex")
+});
+static BACKEND_POOL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"XLA backend (?:allocating|will use up to) (?P<n>\d+) bytes on device (?P<d>\d+)")
+        .expect("static regex")
+});
+static TF_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Created (?:TensorFlow )?device \(?/job:\w+/replica:\d+/task:\d+/device:GPU:(?P<d>\d+) with (?P<n>\d+) MB memory")
+        .expect("static regex")
+});
+static TF_STARTUP_FAIL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"failed to allocate (?P<h>\S+ ?[KMGT]?i?B?) \((?P<b>\d+) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY")
+        .expect("static regex")
+});
+static BA_STAT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?P<k>total allocation|preallocated temp allocation):\s*(?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)")
+        .expect("static regex")
+});
+static ENV: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?P<k>XLA_PYTHON_CLIENT_MEM_FRACTION|XLA_PYTHON_CLIENT_PREALLOCATE|XLA_PYTHON_CLIENT_ALLOCATOR|TF_GPU_ALLOCATOR|TF_FORCE_GPU_ALLOW_GROWTH)['"]?\]?\s*[=:]\s*['"]?(?P<v>[\w.]+)"#)
+        .expect("static regex")
+});
+static GROWTH_CALL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"set_memory_growth\([^,]+,\s*(?P<v>True|False)\)").expect("static regex")
+});
+static MEMORY_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"LogicalDeviceConfiguration\(\s*memory_limit\s*=\s*(?P<v>\d+)")
+        .expect("static regex")
+});
+
+/// The JAX/XLA and TensorFlow recogniser.
+pub struct Xla;
+
+impl Recognizer for Xla {
+    fn engine(&self) -> &'static str {
+        id::JAX
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &[
+            "OOM when allocating",
+            "RESOURCE_EXHAUSTED",
+            "Resource exhausted:",
+            "ran out of memory trying to allocate",
+            "Ran out of memory in memory space",
+            "Limit:",
+            "InUse:",
+            "LargestFreeBlock:",
+            "Sum Total of in-use chunks",
+            "memory_limit_:",
+            "memoryLimit_:",
+            "total free in pool",
+            "XLA backend",
+            "Created device",
+            "Created TensorFlow device",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+            "XLA_PYTHON_CLIENT",
+            "TF_GPU_ALLOCATOR",
+            "TF_FORCE_GPU_ALLOW_GROWTH",
+            "set_memory_growth",
+            "memory_limit=",
+        ]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        let text = line.text;
+        if let Some(c) = TF_OOM.captures(text) {
+            out.engine(id::TENSORFLOW);
+            let mut f = tf_failure(&c);
+            // The kernel's `OP_REQUIRES failed at ...` warning precedes the exception that
+            // repeats it.
+            f.wrapper = text.contains("OP_REQUIRES failed");
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = TPU_HBM.captures(text) {
+            let mut f = xla_failure(line, "tpu-compile");
+            f.fact("oom.backend", "tpu", None);
+            let g = |n: &str, u: &str| size_bin(n, if u.is_empty() { "B" } else { u });
+            let (uu, tu) = (
+                c.name("uu").map(|m| m.as_str()).unwrap_or(""),
+                c.name("tu").map(|m| m.as_str()).unwrap_or(""),
+            );
+            if let Some(m) = c.name("u") {
+                if let Some(b) = g(m.as_str(), uu) {
+                    f.fact("xla.program_bytes", b, span(&m));
+                }
+            }
+            if let Some(m) = c.name("t") {
+                if let Some(b) = g(m.as_str(), tu) {
+                    f.fact("oom.total_bytes", b, span(&m));
+                }
+            }
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = XLA_REQUEST.captures(text) {
+            let mut f = xla_failure(line, "xla-runtime");
+            if let Some(m) = c.name("b") {
+                if let Ok(b) = m.as_str().parse::<u64>() {
+                    f.fact("oom.requested_bytes", b, span(&m));
+                }
+            }
+            if let Some(d) = c.name("d").and_then(|d| d.as_str().parse::<u32>().ok()) {
+                f.device = Some(d);
+                f.fact("oom.device", d, None);
+            }
+            buffer_assignment(line, &mut f);
+            out.failure(f);
+            return;
+        }
+        // A status line cut short by a hard wrap (`... Resource exhausted: Out` / `of memory
+        // while trying to allocate 5520758552 bytes.`) is read joined with its pieces.
+        let joined = if (text.contains("Resource exhausted") || text.contains("RESOURCE_EXHAUSTED"))
+            && !XLA_OOM.is_match(text)
+        {
+            let (candidates, used) = super::join_wrapped(
+                line,
+                |t| XLA_OOM.is_match(t),
+                |piece| {
+                    piece.contains("RESOURCE_EXHAUSTED") || piece.contains("Resource exhausted")
+                },
+            );
+            candidates
+                .into_iter()
+                .find(|t| XLA_OOM.is_match(t))
+                .map(|t| (t, used))
+        } else {
+            None
+        };
+        let (text, used): (&str, u32) = match &joined {
+            Some((t, used)) => (t.as_str(), *used),
+            None => (text, 0),
+        };
+        if let Some(c) = XLA_OOM.captures(text) {
+            out.consume(used);
+            let mut f = xla_failure(line, "xla-runtime");
+            if used > 0 {
+                // Spans below point into the joined text.
+                f.text = Some(text.to_string());
+            }
+            if let Some(m) = c.name("n") {
+                let unit = c.name("u").map(|u| u.as_str()).unwrap_or("bytes");
+                if let Some(b) = size_bin(m.as_str(), unit) {
+                    f.fact("oom.requested_bytes", b, span(&m));
+                }
+            }
+            buffer_assignment(line, &mut f);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = BFC_HEAD.captures(text) {
+            if text.contains("freed_by_count") || text.contains("not a failure") {
+                return;
+            }
+            let name = c.name("name").expect("group name");
+            out.fact("xla.allocator", name.as_str().to_string(), span(&name));
+            // The error the program dies of follows the report; only without one is this
+            // line the failure.
+            let mut followed = false;
+            walk_forward(line, 6000, |raw| {
+                if raw.contains("OOM when allocating")
+                    || raw.contains("RESOURCE_EXHAUSTED")
+                    || raw.contains("ResourceExhaustedError")
+                {
+                    followed = true;
+                    return false;
+                }
+                true
+            });
+            if followed {
+                return;
+            }
+            let mut f = xla_failure(line, "xla-bfc");
+            f.fact("xla.allocator", name.as_str().to_string(), span(&name));
+            let req = c
+                .name("r")
+                .and_then(|r| r.as_str().parse::<u64>().ok().map(|v| (v, span(&r))))
+                .or_else(|| {
+                    c.name("h")
+                        .and_then(|h| parse_size(h.as_str(), SiBase::Binary).map(|v| (v, span(&h))))
+                });
+            if let Some((v, sp)) = req {
+                f.fact("oom.requested_bytes", v, sp);
+            }
+            // The report's stats block below it.
+            walk_forward(line, 6000, |raw| {
+                let t = raw.trim();
+                if let Some(s) = STAT.captures(t) {
+                    if let Ok(v) = s["v"].parse::<u64>() {
+                        if let Some(n) = stat_fact(&s["k"]) {
+                            f.fact(n, v, None);
+                        }
+                    }
+                }
+                !t.starts_with("LargestFreeBlock")
+            });
+            out.failure(f);
+            return;
+        }
+        // Loading a compiled kernel (a CUBIN or PTX module) needs device memory outside the
+        // runtime's preallocated pool; when none is left the load fails with the driver's
+        // out-of-memory error, whatever status wraps it (INTERNAL, UNKNOWN).
+        if CUDA_MODULE_LOAD.is_match(text) {
+            out.failure(xla_failure(line, "cuda-module-load"));
+            return;
+        }
+        if text.contains("RESOURCE_EXHAUSTED") {
+            // Other RESOURCE_EXHAUSTED texts: only memory ones.
+            if let Some(c) = RESOURCE_EXHAUSTED.captures(text) {
+                let rest = c.name("rest").map(|m| m.as_str()).unwrap_or("");
+                let l = rest.to_ascii_lowercase();
+                if l.contains("out of memory")
+                    || l.contains("failed to allocate")
+                    || l.contains("attempting to reserve")
+                    || l.contains("attempting to allocate")
+                {
+                    out.failure(xla_failure(line, "xla-runtime"));
+                }
+            }
+            return;
+        }
+        if let Some(c) = TF_STARTUP_FAIL.captures(text) {
+            out.engine(id::TENSORFLOW);
+            let mut f = Failure::new("device-oom", id::TENSORFLOW, Domain::Device);
+            f.fact("oom.backend", "cuda", None)
+                .fact("oom.wording", "tf-startup", None)
+                .fact("xla.startup_alloc_failed", true, None);
+            if let Some(m) = c.name("b") {
+                if let Ok(b) = m.as_str().parse::<u64>() {
+                    f.fact("oom.requested_bytes", b, span(&m));
+                }
+            }
+            // TensorFlow retries with 90% of the size each time: one failure, many lines.
+            f.wrapper = line
+                .preceding(1)
+                .iter()
+                .any(|l| TF_STARTUP_FAIL.is_match(&l.text));
+            out.failure(f);
+            return;
+        }
+        // Accounting.
+        if let Some(c) = STAT.captures(text.trim()) {
+            let m = c.name("v").expect("group v");
+            if let (Ok(v), Some(n)) = (m.as_str().parse::<u64>(), stat_fact(&c["k"])) {
+                out.fact(n, v, span(&m));
+            }
+            return;
+        }
+        if let Some(c) = SUM_IN_USE.captures(text) {
+            let m = c.name("v").expect("group v");
+            if let Some(b) = parse_size(m.as_str(), SiBase::Binary) {
+                out.fact("xla.in_use_bytes", b, span(&m));
+            }
+            return;
+        }
+        if let Some(c) = REGION.captures(text) {
+            // `available bytes` is the limit minus what the pool has reserved from the
+            // device, not the free chunks inside it; only the limit is used.
+            let l = c.name("l").expect("l");
+            if let Ok(v) = l.as_str().parse::<u64>() {
+                out.fact("xla.pool_limit_bytes", v, span(&l));
+            }
+            return;
+        }
+        if let Some(c) = SUMMARY.captures(text) {
+            for (g, n) in [
+                ("f", "xla.free_in_pool_bytes"),
+                ("l", "xla.largest_free_block_bytes"),
+                ("lim", "xla.pool_limit_bytes"),
+            ] {
+                if let Some(m) = c.name(g) {
+                    if let Some(b) = parse_size(m.as_str(), SiBase::Binary) {
+                        out.fact(n, b, span(&m));
+                    }
+                }
+            }
+            return;
+        }
+        if let Some(c) = BACKEND_POOL.captures(text) {
+            out.engine(id::JAX);
+            let m = c.name("n").expect("group n");
+            if let Ok(v) = m.as_str().parse::<u64>() {
+                out.fact("xla.pool_limit_bytes", v, span(&m));
+            }
+            return;
+        }
+        if let Some(c) = TF_DEVICE.captures(text) {
+            out.engine(id::TENSORFLOW);
+            let m = c.name("n").expect("group n");
+            if let Some(b) = size_bin(m.as_str(), "MiB") {
+                out.fact("xla.device_memory_bytes", b, span(&m));
+            }
+            return;
+        }
+        // Configuration the user set (never the allocator's own hint).
+        if text.contains("will improve the situation")
+            || text.contains("may improve the situation")
+            || text.contains("environment variable")
+        {
+            return;
+        }
+        for c in ENV.captures_iter(text) {
+            let m = c.name("v").expect("group v");
+            let v = m.as_str();
+            match &c["k"] {
+                "XLA_PYTHON_CLIENT_MEM_FRACTION" => {
+                    out.engine(id::JAX);
+                    if let Ok(x) = v.parse::<f64>() {
+                        if x > 0.0 && x <= 1.0 {
+                            out.fact("xla.mem_fraction", x, span(&m));
+                        }
+                    }
+                }
+                "XLA_PYTHON_CLIENT_PREALLOCATE" => {
+                    out.engine(id::JAX);
+                    let on = !matches!(v.to_ascii_lowercase().as_str(), "false" | "0");
+                    out.fact("xla.preallocate", on, span(&m));
+                }
+                "XLA_PYTHON_CLIENT_ALLOCATOR" => {
+                    out.fact("xla.client_allocator", v.to_string(), span(&m))
+                }
+                "TF_GPU_ALLOCATOR" => out.fact("tf.gpu_allocator", v.to_string(), span(&m)),
+                _ => {
+                    let on = matches!(v.to_ascii_lowercase().as_str(), "true" | "1");
+                    out.fact("tf.memory_growth", on, span(&m));
+                }
+            }
+        }
+        if let Some(c) = GROWTH_CALL.captures(text) {
+            let m = c.name("v").expect("group v");
+            out.fact("tf.memory_growth", m.as_str() == "True", span(&m));
+        }
+        if let Some(c) = MEMORY_LIMIT.captures(text) {
+            let m = c.name("v").expect("group v");
+            if let Some(b) = size_bin(m.as_str(), "MiB") {
+                out.fact("tf.memory_limit_bytes", b, span(&m));
+            }
+        }
+    }
+}
+
+fn stat_fact(k: &str) -> Option<&'static str> {
+    Some(match k {
+        "Limit" => "xla.pool_limit_bytes",
+        "InUse" => "xla.in_use_bytes",
+        "MaxInUse" => "xla.peak_in_use_bytes",
+        "LargestFreeBlock" => "xla.largest_free_block_bytes",
+        _ => return None,
+    })
+}
+
+/// Bytes per element of a TensorFlow dtype name.
+fn dtype_size(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "float" | "float32" | "int32" | "uint32" | "qint32" => 4,
+        "half" | "float16" | "bfloat16" | "int16" | "uint16" => 2,
+        "double" | "float64" | "int64" | "uint64" | "complex64" => 8,
+        "complex128" => 16,
+        "int8" | "uint8" | "bool" | "qint8" | "quint8" | "float8_e4m3fn" | "float8_e5m2" => 1,
+        _ => return None,
+    })
+}
+
+fn tf_failure(c: &regex::Captures<'_>) -> Failure {
+    let mut f = Failure::new("device-oom", id::TENSORFLOW, Domain::Device);
+    f.fact("oom.wording", "tf-op", None);
+    let shape = c.name("shape").expect("group shape");
+    let dims: Vec<u64> = shape
+        .as_str()
+        .split(',')
+        .filter_map(|d| d.trim().parse::<u64>().ok())
+        .collect();
+    f.fact(
+        "tf.tensor_shape",
+        format!("[{}]", shape.as_str().replace(' ', "")),
+        span(&shape),
+    );
+    if let Some(first) = dims.first() {
+        f.fact("tf.batch_dim", *first, None);
+    }
+    // TensorFlow 1.x printed the shape alone (`OOM when allocating tensor with shape[90,17,
+    // 17,32]`); without the dtype the size of the request is not known.
+    if let Some(dtype) = c.name("dtype") {
+        f.fact("tf.tensor_dtype", dtype.as_str().to_string(), span(&dtype));
+        if let Some(sz) = dtype_size(dtype.as_str()) {
+            let n: u64 = dims.iter().fold(1u64, |a, d| a.saturating_mul(*d));
+            f.fact("oom.requested_bytes", n.saturating_mul(sz), span(&shape));
+        }
+    }
+    if let Some(dev) = c.name("dev") {
+        let d = dev.as_str();
+        let backend = if d.contains("GPU") {
+            "cuda"
+        } else if d.contains("TPU") {
+            "tpu"
+        } else {
+            "cpu"
+        };
+        f.fact("oom.backend", backend, None);
+        if let Some(i) = d
+            .rsplit(':')
+            .next()
+            .and_then(|x| x.trim_end_matches([',', '.']).parse::<u32>().ok())
+        {
+            f.device = Some(i);
+            f.fact("oom.device", i, None);
+        }
+        if backend == "cpu" {
+            f.kind = "host-oom";
+            f.domain = Domain::Host;
+            f.fact("host.killer", "allocator", None);
+        }
+    }
+    if let Some(a) = c.name("alloc") {
+        f.fact("xla.allocator", a.as_str().to_string(), span(&a));
+    }
+    f
+}
+
+/// Which runtime printed an XLA failure: the lines before it (their source paths are kept in
+/// the raw text: `tensorflow/tsl/...`, `external/xla/...`, `jax/_src/...`) or the line.
+fn xla_engine(line: &Line<'_>) -> &'static str {
+    let t = line.text;
+    if t.contains("XlaRuntimeError") || t.contains("JaxRuntimeError") || t.contains("jax") {
+        return id::JAX;
+    }
+    if t.contains("tensorflow") || t.contains("ResourceExhaustedError") {
+        return id::TENSORFLOW;
+    }
+    let mut engine = None;
+    walk_back(line, 300, |raw| {
+        if raw.contains("jax") || raw.contains("XLA_PYTHON") || raw.contains("XlaRuntimeError") {
+            engine = Some(id::JAX);
+            false
+        } else if raw.contains("tensorflow") || raw.contains("keras") || raw.contains("Keras") {
+            engine = Some(id::TENSORFLOW);
+            false
+        } else {
+            true
+        }
+    });
+    engine.unwrap_or(id::JAX)
+}
+
+static CUDA_MODULE_LOAD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"Failed to load (?:in-memory )?(?:CUBIN|PTX|cubin|module)[^\n]*CUDA_ERROR_OUT_OF_MEMORY",
+    )
+    .expect("static regex")
+});
+
+fn xla_failure(line: &Line<'_>, wording: &str) -> Failure {
+    let engine = xla_engine(line);
+    let mut f = Failure::new("device-oom", engine, Domain::Device);
+    f.fact("oom.wording", wording.to_string(), None)
+        .fact("oom.backend", "cuda", None);
+    f
+}
+
+/// JAX appends `BufferAssignment OOM Debugging.` and the program's buffer stats to the error.
+fn buffer_assignment(line: &Line<'_>, f: &mut Failure) {
+    let mut seen = false;
+    walk_forward(line, 40, |raw| {
+        if raw.contains("BufferAssignment") {
+            seen = true;
+        }
+        if let Some(c) = BA_STAT.captures(raw) {
+            if let Some(b) = parse_size(&c["v"], SiBase::Binary) {
+                let name = if &c["k"] == "total allocation" {
+                    "xla.program_bytes"
+                } else {
+                    "xla.temp_bytes"
+                };
+                f.fact(name, b, None);
+            }
+        }
+        seen || !raw.trim().is_empty()
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::evidence::{InputName, Value};
+    use crate::incident::analyze_log;
+    use crate::ingest::log::engines::Observation;
+
+    use std::sync::Arc;
+
+    const GIB: f64 = 1073741824.0;
+
+    fn run(raw: &str) -> Emit {
+        crate::ingest::log::engines::run_line(&Xla, raw)
+    }
+
+    fn failure(raw: &str) -> Option<Failure> {
+        crate::ingest::log::engines::emitted_failure(&run(raw))
+    }
+
+    fn fact(raw: &str, name: &str) -> Option<Value> {
+        run(raw).records.into_iter().find_map(|r| match r.obs {
+            Observation::Fact { name: n, value } if n == name => Some(value),
+            _ => None,
+        })
+    }
+
+    /// X-1..X-7 and the configuration lines.
+    #[test]
+    fn a_status_cut_by_a_hard_wrap() {
+        let log = "2024-05-01 10:00:00.123 W tensorflow/core/framework/op_kernel.cc:1840] OP_REQUIRES failed at xla_ops.cc:503 : Resource exhausted: Out\nof memory while trying to allocate 5520758552 bytes.\n";
+        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
+        let ev = crate::incident::analyze_log(&mut log.as_bytes(), &input)
+            .unwrap()
+            .0;
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(
+            ev.incidents[0].facts.num("oom.requested_bytes"),
+            Some(5520758552.0)
+        );
+    }
+
+    #[test]
+    fn a_kernel_that_cannot_be_loaded() {
+        for raw in [
+            "XlaRuntimeError: INTERNAL: Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+            "jaxlib.xla_extension.XlaRuntimeError: UNKNOWN: Failed to load PTX text as a module: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        ] {
+            let f = failure(raw).expect(raw);
+            assert_eq!(
+                f.get("oom.wording").and_then(Value::as_str),
+                Some("cuda-module-load")
+            );
+        }
+        assert!(failure("XlaRuntimeError: INTERNAL: Failed to load in-memory CUBIN: CUDA_ERROR_INVALID_IMAGE").is_none());
+    }
+
+    #[test]
+    fn every_xla_and_tf_format() {
+        let f = failure("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,16,1024,1024] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc").unwrap();
+        assert_eq!(f.engine, id::TENSORFLOW);
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            Some(64.0 * 16.0 * 1024.0 * 1024.0 * 4.0)
+        );
+        assert_eq!(f.get("tf.batch_dim").and_then(Value::as_f64), Some(64.0));
+        assert_eq!(f.device, Some(0));
+        let f = failure("  (0) RESOURCE_EXHAUSTED:  OOM when allocating tensor with shape[128,50257] and type half on /job:localhost/replica:0/task:0/device:GPU:1 by allocator GPU_1_bfc").unwrap();
+        assert_eq!(f.device, Some(1));
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            Some(128.0 * 50257.0 * 2.0)
+        );
+        let f = failure("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.").unwrap();
+        assert_eq!(f.engine, id::JAX);
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            Some(17179869184.0)
+        );
+        let f = failure("jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 11.96GiB.").unwrap();
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            Some((11.96 * GIB).round())
+        );
+        let f = failure("XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for 8.00GiB (8589934592B) on device ordinal 2").unwrap();
+        assert_eq!(f.device, Some(2));
+        let f = failure("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 17.63G of 15.48G hbm. Exceeded hbm capacity by 2.15G.").unwrap();
+        assert_eq!(
+            f.get("oom.total_bytes").and_then(Value::as_f64),
+            Some((15.48 * GIB).round())
+        );
+        assert!(failure("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Attempting to reserve 5.12G at the bottom of memory. That was not possible. There are 3.31G free, 0B reserved, and 3.31G reservable.").is_some());
+        // X-1 with nothing after it is the failure itself.
+        let f = failure("Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.93GiB (rounded to 3149744640)requested by op model/dense/MatMul").unwrap();
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            Some(3149744640.0)
+        );
+        // Look-alikes.
+        for t in [
+            "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.18GiB with freed_by_count=0. The caller indicates that this is not a failure, but this may mean that there could be performance gains if more memory were available.",
+            "Garbage collection: deallocate free memory regions (i.e., allocations) so that we can re-allocate a larger region to avoid OOM due to memory fragmentation.",
+            "If the cause is memory fragmentation maybe the environment variable 'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. ",
+            "RESOURCE_EXHAUSTED: received trailing metadata size exceeds limit",
+        ] {
+            assert!(failure(t).is_none(), "{t}");
+        }
+        assert!(fact("If the cause is memory fragmentation maybe the environment variable 'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. ", "tf.gpu_allocator").is_none());
+        // Accounting and configuration.
+        assert_eq!(
+            fact(
+                "Limit:                     15652425728",
+                "xla.pool_limit_bytes"
+            ),
+            Some(Value::Num(15652425728.0))
+        );
+        assert_eq!(
+            fact(
+                "LargestFreeBlock:            201326592",
+                "xla.largest_free_block_bytes"
+            ),
+            Some(Value::Num(201326592.0))
+        );
+        assert_eq!(
+            fact("Sum Total of in-use chunks: 13.70GiB", "xla.in_use_bytes"),
+            Some(Value::Num((13.7 * GIB).round()))
+        );
+        assert_eq!(
+            fact(
+                "total_region_allocated_bytes_: 15652425728 memory_limit_: 15652425728 available bytes: 0 curr_region_allocation_bytes_: 31304851456",
+                "xla.pool_limit_bytes"
+            ),
+            Some(Value::Num(15652425728.0))
+        );
+        assert_eq!(
+            fact(
+                "2024-03-01 10:00:00.000000: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1928] Created device /job:localhost/replica:0/task:0/device:GPU:0 with 22282 MB memory:  -> device: 0, name: NVIDIA GeForce RTX 3090, pci bus id: 0000:01:00.0, compute capability: 8.6",
+                "xla.device_memory_bytes"
+            ),
+            Some(Value::Num(22282.0 * 1048576.0))
+        );
+        assert_eq!(
+            fact(
+                "export XLA_PYTHON_CLIENT_MEM_FRACTION=.90",
+                "xla.mem_fraction"
+            ),
+            Some(Value::Num(0.9))
+        );
+        assert_eq!(
+            fact(
+                "os.environ['XLA_PYTHON_CLIENT_PREALLOCATE'] = 'false'",
+                "xla.preallocate"
+            ),
+            Some(Value::Bool(false))
+        );
+        assert_eq!(
+            fact(
+                "tf.config.experimental.set_memory_growth(gpu, True)",
+                "tf.memory_growth"
+            ),
+            Some(Value::Bool(true))
+        );
+        assert_eq!(
+            fact(
+                "I0101 00:00:00.000 140 gpu_helpers.cc:41] XLA backend allocating 30635393433 bytes on device 0 for BFCAllocator.",
+                "xla.pool_limit_bytes"
+            ),
+            Some(Value::Num(30635393433.0))
+        );
+        let f = failure("2024-01-01 00:00:00.000: E tensorflow/stream_executor/cuda/cuda_driver.cc:794] failed to allocate 21.35G (22923706368 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory").unwrap();
+        assert_eq!(
+            f.get("xla.startup_alloc_failed").and_then(Value::as_bool),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn report_numbers_reach_the_error_after_it() {
+        let log = "\
+2024-07-13 01:58:23.985593: W tensorflow/tsl/framework/bfc_allocator.cc:485] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB (rounded to 2147483648)requested by op Conv2D
+If the cause is memory fragmentation maybe the environment variable 'TF_GPU_ALLOCATOR=cuda_malloc_async' will improve the situation. 
+Current allocation summary follows.
+Current allocation summary follows.
+2024-07-13 01:58:23.985800: I tensorflow/tsl/framework/bfc_allocator.cc:1039] BFCAllocator dump for GPU_0_bfc
+2024-07-13 01:58:23.990000: I tensorflow/tsl/framework/bfc_allocator.cc:1101]      Summary of in-use Chunks by size: 
+2024-07-13 01:58:23.990100: I tensorflow/tsl/framework/bfc_allocator.cc:1107] Sum Total of in-use chunks: 12.10GiB
+2024-07-13 01:58:23.990200: I tensorflow/tsl/framework/bfc_allocator.cc:1109] Total bytes in pool: 14000000000 memoryLimit_: 14000000000 available bytes: 0 curr_region_allocation_bytes_: 28000000000
+2024-07-13 01:58:23.990300: I tensorflow/tsl/framework/bfc_allocator.cc:1114] Stats: 
+Limit:                     14000000000
+InUse:                     12992272384
+MaxInUse:                  13600000000
+NumAllocs:                       48211
+MaxAllocSize:               2147483648
+Reserved:                            0
+PeakReserved:                        0
+LargestFreeBlock:            536870912
+
+2024-07-13 01:58:23.990400: W tensorflow/tsl/framework/bfc_allocator.cc:497] ***************************************************************************************_____
+tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node __wrapped__Conv2D_device_/job:localhost/replica:0/task:0/device:GPU:0}} OOM when allocating tensor with shape[32,256,256,256] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [Op:Conv2D]
+";
+        let input: InputName = Arc::from("t.log");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 1, "{:?}", ev.incidents);
+        let inc = &ev.incidents[0];
+        assert_eq!(inc.engine, id::TENSORFLOW);
+        let f = &inc.facts;
+        assert_eq!(f.num("xla.pool_limit_bytes"), Some(14000000000.0));
+        assert_eq!(f.num("xla.in_use_bytes"), Some(12992272384.0));
+        assert_eq!(f.num("xla.largest_free_block_bytes"), Some(536870912.0));
+        assert_eq!(f.num("tf.batch_dim"), Some(32.0));
+        assert_eq!(f.get("tf.gpu_allocator"), None);
+    }
+}

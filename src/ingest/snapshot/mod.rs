@@ -1,0 +1,933 @@
+//! PyTorch memory snapshots: schema, analysis, replay to the OOM, facts.
+//!
+//! This module owns everything between a snapshot file's bytes and the facts a rule reads:
+//!
+//! ```text
+//! bytes ──► pickle::Pickle (restricted, iterative, shared by handle)
+//!       ──► schema::decode (typed Snapshot, frames interned)        [arena dropped here]
+//!       ──► generation::fingerprint (which PyTorch wrote it)
+//!       ──► analyze::analyze_device per device (stats, replay, timeline, attribution, leak)
+//!       ──► SnapshotAnalysis (Serialize)  ──► facts() for the OOM (or busiest) device
+//! ```
+//!
+//! The integrator calls [`read_snapshot`], then [`SnapshotAnalysis::facts`] for the rules and
+//! serialises the analysis for `--format json` / the HTML report. [`looks_like_pickle`]
+//! sniffs content. Every fact this module can emit is in [`FACTS`].
+
+pub mod pickle;
+
+pub mod analyze;
+pub mod attribution;
+pub mod fxhash;
+pub mod generation;
+pub mod leak;
+pub mod schema;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::facts::catalog::{FactDef, fact};
+use crate::facts::evidence::{Facts, InputName, Provenance, Unit};
+use crate::ingest::snapshot::pickle::{Pickle, PickleError, PickleLimits};
+
+pub use crate::ingest::snapshot::pickle::looks_like_pickle;
+pub use analyze::{
+    Attribution, DeviceAnalysis, Moment, OomEvent, SegmentMap, SegmentStats, StateAt, Timeline,
+    TraceStats,
+};
+pub use attribution::{Category, Site};
+pub use generation::Generation;
+pub use leak::{Leak, LeakMethod};
+pub use schema::{AllocatorSettings, Anomalies, Layout, Snapshot};
+
+/// Why a snapshot could not be analysed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The bytes are not a readable (or acceptable) pickle.
+    #[error("{input}: {source}")]
+    Pickle {
+        input: String,
+        #[source]
+        source: PickleError,
+    },
+    /// A readable pickle that holds something other than a snapshot.
+    #[error("{input} is not a PyTorch memory snapshot: it holds {found}")]
+    NotASnapshot { input: String, found: String },
+    /// More bytes follow the pickle's `STOP`: two pickles in one file, or data appended.
+    #[error(
+        "{input}: {extra} bytes follow the end of the pickle (its STOP is at byte {offset}); a memory snapshot is one pickle and nothing after it"
+    )]
+    Trailing {
+        input: String,
+        offset: u64,
+        extra: u64,
+    },
+    /// Walking shared structures would visit far more elements than the file can hold.
+    #[error(
+        "{input}: reading {path} needed more than {limit} element visits; the file references shared structures far more often than a snapshot does (a memo bomb?)"
+    )]
+    ExpansionLimit {
+        input: String,
+        limit: u64,
+        path: String,
+    },
+}
+
+impl miette::Diagnostic for SnapshotError {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        match self {
+            // The pickle error's own code (oomdoctor::ingest::snapshot::pickle::...) says more than ours would.
+            SnapshotError::Pickle { source, .. } => source.code(),
+            SnapshotError::NotASnapshot { .. } => {
+                Some(Box::new("oomdoctor::ingest::snapshot::not_a_snapshot"))
+            }
+            SnapshotError::ExpansionLimit { .. } => {
+                Some(Box::new("oomdoctor::ingest::snapshot::expansion_limit"))
+            }
+            SnapshotError::Trailing { .. } => {
+                Some(Box::new("oomdoctor::ingest::snapshot::trailing_data"))
+            }
+        }
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        match self {
+            SnapshotError::Pickle { source, .. } => source.help(),
+            SnapshotError::NotASnapshot { .. } => Some(Box::new(
+                "a memory snapshot is written by `torch.cuda.memory._dump_snapshot(\"snap.pickle\")` (or `pickle.dump(torch.cuda.memory._snapshot(), f)`) after `torch.cuda.memory._record_memory_history()`; it is a dict with `segments` and `device_traces`, or a bare list of segments",
+            )),
+            SnapshotError::Trailing { .. } => Some(Box::new(
+                "the file holds more than one pickle, or something was appended to it; `torch.cuda.memory._dump_snapshot` writes exactly one",
+            )),
+            SnapshotError::ExpansionLimit { .. } => Some(Box::new(
+                "real snapshots share frame dicts and lists, but never make a reader visit more than a few elements per byte. If this file is genuine, raise `max_expansion_ratio`",
+            )),
+        }
+    }
+}
+
+/// The analysis of one snapshot file.
+#[derive(Clone, Debug, Serialize)]
+pub struct SnapshotAnalysis {
+    /// The input's display name.
+    pub input: String,
+    pub layout: Layout,
+    /// Pickle protocol from the header (`None`: protocol 0 or 1).
+    pub pickle_protocol: Option<u8>,
+    pub generation: Generation,
+    pub allocator_settings: Option<AllocatorSettings>,
+    /// Devices with segments or trace events, ascending.
+    pub devices: Vec<DeviceAnalysis>,
+    /// Pinned host memory (2.14+ `host_segments`), when recorded.
+    pub host: Option<HostSummary>,
+    pub annotations: AnnotationSummary,
+    pub frames: FrameSummary,
+    /// Oddities that did not stop the analysis.
+    pub anomalies: Anomalies,
+    /// Facts from the hook's sidecar beside the file (`crate::ingest::sidecar`), read from the live
+    /// process: they replace what the snapshot's structure only suggests (`torch.version`).
+    #[serde(skip)]
+    pub sidecar: Option<Facts>,
+    #[serde(skip)]
+    input_name: InputName,
+}
+
+/// Pinned host memory (`host_segments` / `host_traces`).
+#[derive(Clone, Debug, Serialize)]
+pub struct HostSummary {
+    pub segments: u64,
+    pub reserved_bytes: u64,
+    pub allocated_bytes: u64,
+    pub trace_entries: u64,
+}
+
+/// `external_annotations` at a glance.
+#[derive(Clone, Debug, Serialize)]
+pub struct AnnotationSummary {
+    pub count: u64,
+    /// Distinct `ProfilerStep#N` names.
+    pub profiler_steps: u64,
+}
+
+/// Sizes of the interned frame table.
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameSummary {
+    pub distinct_frames: u64,
+    pub distinct_frame_lists: u64,
+}
+
+/// Reads and analyses a snapshot.
+///
+/// `input` names the file in errors and in fact provenance. `limits` bound the pickle
+/// reader and the decoder's walk (see [`PickleLimits`]).
+pub fn read_snapshot(
+    bytes: &[u8],
+    input: &InputName,
+    limits: &PickleLimits,
+) -> Result<SnapshotAnalysis, SnapshotError> {
+    // The arena is dropped as soon as the typed snapshot exists: it is the largest thing
+    // held, and nothing after decoding needs it.
+    let snap = {
+        let pickle = Pickle::parse(bytes, limits).map_err(|source| SnapshotError::Pickle {
+            input: input.to_string(),
+            source,
+        })?;
+        check_whole(&pickle, input)?;
+        schema::decode(&pickle, limits).map_err(|e| match e {
+            schema::DecodeError::NotASnapshot(n) => SnapshotError::NotASnapshot {
+                input: input.to_string(),
+                found: n.found,
+            },
+            schema::DecodeError::WalkBudget { limit, path } => SnapshotError::ExpansionLimit {
+                input: input.to_string(),
+                limit,
+                path,
+            },
+        })?
+    };
+    Ok(analyze_snapshot(&snap, input))
+}
+
+/// A snapshot file is exactly one pickle that leaves nothing behind. Python's unpickler
+/// ignores what follows `STOP` and what is left under the root, so a second pickle or
+/// appended bytes would otherwise pass as a snapshot with no incident.
+pub fn check_whole(pickle: &Pickle<'_>, input: &InputName) -> Result<(), SnapshotError> {
+    if pickle.end() < pickle.input_len() {
+        return Err(SnapshotError::Trailing {
+            input: input.to_string(),
+            offset: pickle.end().saturating_sub(1) as u64,
+            extra: (pickle.input_len() - pickle.end()) as u64,
+        });
+    }
+    if pickle.leftover() > 0 {
+        return Err(SnapshotError::NotASnapshot {
+            input: input.to_string(),
+            found: format!(
+                "a pickle that leaves {} value(s) on its stack under the root at STOP (byte {}); `pickle.dump` leaves none",
+                pickle.leftover(),
+                pickle.end().saturating_sub(1)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Analyses an already decoded snapshot.
+pub fn analyze_snapshot(snap: &Snapshot, input: &InputName) -> SnapshotAnalysis {
+    let generation = generation::fingerprint(snap.layout, &snap.markers);
+    let mut classifier = attribution::Classifier::new(&snap.frames);
+    let devices = analyze::devices_of(snap)
+        .into_iter()
+        .map(|d| analyze::analyze_device(snap, d, &mut classifier))
+        .collect();
+    let host =
+        (!snap.host_segments.is_empty() || !snap.host_traces.is_empty()).then(|| HostSummary {
+            segments: snap.host_segments.len() as u64,
+            reserved_bytes: snap
+                .host_segments
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(s.total_size)),
+            allocated_bytes: snap
+                .host_segments
+                .iter()
+                .fold(0u64, |acc, s| acc.saturating_add(s.allocated_size)),
+            trace_entries: snap.host_traces.iter().map(|t| t.len() as u64).sum(),
+        });
+    let mut steps: Vec<&str> = snap
+        .annotations
+        .iter()
+        .filter(|a| a.name.starts_with("ProfilerStep#"))
+        .map(|a| a.name.as_str())
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    SnapshotAnalysis {
+        input: input.to_string(),
+        layout: snap.layout,
+        pickle_protocol: snap.protocol,
+        generation,
+        allocator_settings: snap.allocator_settings.clone(),
+        devices,
+        host,
+        annotations: AnnotationSummary {
+            count: snap.annotations.len() as u64,
+            profiler_steps: steps.len() as u64,
+        },
+        frames: FrameSummary {
+            distinct_frames: snap.frames.frames.len() as u64,
+            distinct_frame_lists: snap.frames.list_count() as u64,
+        },
+        anomalies: snap.anomalies.clone(),
+        sidecar: None,
+        input_name: input.clone(),
+    }
+}
+
+impl SnapshotAnalysis {
+    /// The device whose trace has an `oom` entry (the first such device).
+    pub fn oom_device(&self) -> Option<u32> {
+        self.devices
+            .iter()
+            .find(|d| d.oom.is_some())
+            .map(|d| d.device)
+    }
+
+    /// Every analysed device.
+    pub fn devices(&self) -> &[DeviceAnalysis] {
+        &self.devices
+    }
+
+    /// One device's analysis.
+    pub fn device(&self, device: u32) -> Option<&DeviceAnalysis> {
+        self.devices.iter().find(|d| d.device == device)
+    }
+
+    /// The device the facts describe: the OOM device, else the busiest one.
+    pub fn focus_device(&self) -> Option<u32> {
+        self.oom_device().or_else(|| {
+            self.devices
+                .iter()
+                .max_by_key(|d| (d.activity(), u32::MAX - d.device))
+                .map(|d| d.device)
+        })
+    }
+
+    /// Facts for the OOM device, or the busiest device (see [`FACTS`]).
+    pub fn facts(&self) -> Facts {
+        match self.focus_device() {
+            Some(d) => self.facts_for_device(d),
+            None => {
+                // An empty snapshot: still say what it is.
+                let mut f = Facts::new();
+                self.file_facts(&mut f);
+                self.sidecar_facts(&mut f);
+                f
+            }
+        }
+    }
+
+    /// Reads the hook's sidecar beside the snapshot file, if any (`crate::ingest::sidecar`). A
+    /// sidecar that cannot be used is a fact saying why, not an error.
+    pub fn attach_sidecar(&mut self, path: &std::path::Path) {
+        self.sidecar = crate::ingest::sidecar::find(path);
+    }
+
+    /// The sidecar's facts win: they were read from the live process, not inferred.
+    fn sidecar_facts(&self, f: &mut Facts) {
+        if let Some(s) = &self.sidecar {
+            f.merge(s, true);
+        }
+    }
+
+    fn at(&self, locator: impl Into<String>) -> Option<Provenance> {
+        Some(Provenance::at(self.input_name.clone(), locator))
+    }
+
+    fn file_facts(&self, f: &mut Facts) {
+        f.set(
+            "snapshot.generation",
+            self.generation.label.as_str(),
+            self.at(format!("file structure ({})", self.generation.evidence)),
+        );
+        f.set(
+            "torch.version",
+            self.generation.label.as_str(),
+            self.at(format!("snapshot format ({})", self.generation.evidence)),
+        );
+        f.set(
+            "torch.has_expandable_segments",
+            self.generation.has_expandable_segments(),
+            self.at(format!("snapshot format ({})", self.generation.evidence)),
+        );
+        f.set(
+            "snapshot.layout",
+            match self.layout {
+                Layout::SegmentList => "segment-list",
+                Layout::Dict => "dict",
+            },
+            self.at("top level"),
+        );
+        if let Some(p) = self.pickle_protocol {
+            f.set(
+                "snapshot.pickle_protocol",
+                p as u64,
+                self.at("PROTO header"),
+            );
+        }
+        f.set(
+            "snapshot.devices",
+            self.devices.len(),
+            self.at("segments and device_traces"),
+        );
+        if let Some(s) = &self.allocator_settings {
+            if let Some(conf) = &s.alloc_conf {
+                f.set(
+                    "torch.alloc_conf",
+                    conf.as_str(),
+                    self.at("allocator_settings.PYTORCH_CUDA_ALLOC_CONF"),
+                );
+            }
+            if let Some(e) = s.expandable_segments {
+                f.set(
+                    "torch.expandable_segments",
+                    e,
+                    self.at("allocator_settings.expandable_segments"),
+                );
+            }
+            if let Some(m) = s.max_split_size {
+                f.set(
+                    "torch.max_split_size_mb",
+                    m / (1 << 20),
+                    self.at("allocator_settings.max_split_size"),
+                );
+            }
+            if let Some(g) = s.garbage_collection_threshold.filter(|&g| g > 0.0) {
+                f.set(
+                    "torch.garbage_collection_threshold",
+                    g,
+                    self.at("allocator_settings.garbage_collection_threshold"),
+                );
+            }
+        }
+    }
+
+    /// Facts for one device (see [`FACTS`]), with the sidecar's.
+    pub fn facts_for_device(&self, device: u32) -> Facts {
+        let mut f = self.snapshot_facts_for_device(device);
+        self.sidecar_facts(&mut f);
+        f
+    }
+
+    /// Facts for one device from the snapshot itself.
+    fn snapshot_facts_for_device(&self, device: u32) -> Facts {
+        let mut f = Facts::new();
+        self.file_facts(&mut f);
+        let Some(d) = self.device(device) else {
+            return f;
+        };
+        let segs = format!("segments (device {device})");
+        let s = &d.segments;
+        f.set("snapshot.device", device, self.at(&segs));
+        for (name, v) in [
+            ("snapshot.reserved_bytes", s.reserved_bytes),
+            ("snapshot.allocated_bytes", s.allocated_bytes),
+            ("snapshot.active_bytes", s.active_bytes),
+            ("snapshot.inactive_bytes", s.inactive_bytes),
+            ("snapshot.requested_bytes", s.requested_bytes),
+            ("snapshot.rounding_loss_bytes", s.rounding_loss_bytes),
+            ("snapshot.pending_free_bytes", s.pending_free_bytes),
+            (
+                "snapshot.largest_free_block_bytes",
+                s.largest_free_block_bytes,
+            ),
+            ("snapshot.releasable_cache_bytes", s.releasable_cache_bytes),
+            ("snapshot.fragmented_free_bytes", s.fragmented_free_bytes),
+            ("snapshot.private_pool_bytes", s.private_pool_bytes),
+            (
+                "snapshot.private_pool_allocated_bytes",
+                s.private_pool_allocated_bytes,
+            ),
+            ("snapshot.segments", s.segment_count),
+            ("snapshot.free_blocks", s.free_block_count),
+            (
+                "snapshot.max_free_blocks_per_segment",
+                s.max_free_blocks_per_segment,
+            ),
+        ] {
+            f.set(name, v, self.at(&segs));
+        }
+        f.set(
+            "snapshot.expandable_segments",
+            s.expandable_segment_count > 0,
+            self.at(format!("{segs}.is_expandable")),
+        );
+        if !f.contains("torch.expandable_segments") && s.expandable_segment_count > 0 {
+            f.set(
+                "torch.expandable_segments",
+                true,
+                self.at(format!("{segs}.is_expandable")),
+            );
+        }
+
+        let trace = format!("device_traces[{device}]");
+        f.set("snapshot.trace_entries", d.trace.entries, self.at(&trace));
+        f.set(
+            "snapshot.trace_starts_mid_history",
+            d.trace.starts_mid_history,
+            self.at(&trace),
+        );
+        f.set("snapshot.has_oom", d.oom.is_some(), self.at(&trace));
+        f.set(
+            "snapshot.peak_live_bytes",
+            d.timeline.peak_live_bytes,
+            self.at(self.index_locator(device, d.timeline.peak_index, "peak")),
+        );
+        f.set(
+            "snapshot.peak_reserved_bytes",
+            d.timeline.peak_reserved_bytes,
+            self.at(&trace),
+        );
+
+        // The analysed moment: the OOM, the peak, or the final state.
+        let st = &d.state;
+        let moment = match st.moment {
+            Moment::Oom => "oom",
+            Moment::Peak => "peak",
+            Moment::Final => "final",
+        };
+        let moment_loc = match (st.trace_index, st.replayed) {
+            (Some(i), true) => format!(
+                "{trace}[{i}] ({moment}; replayed backwards over {} later entries)",
+                st.replayed_entries
+            ),
+            (Some(i), false) => {
+                format!("{trace}[{i}] ({moment}; final segments, nothing to replay)")
+            }
+            (None, _) => format!("{segs} ({moment})"),
+        };
+        f.set("snapshot.moment", moment, self.at(&moment_loc));
+        f.set("snapshot.replayed", st.replayed, self.at(&moment_loc));
+        f.set(
+            "snapshot.replayed_entries",
+            st.replayed_entries,
+            self.at(&moment_loc),
+        );
+        f.set(
+            "snapshot.replay_inconsistencies",
+            d.trace.replay_inconsistencies,
+            self.at(&trace),
+        );
+        f.set("snapshot.live_bytes", st.live_bytes, self.at(&moment_loc));
+
+        if let Some(oom) = &d.oom {
+            let oom_loc = format!("{trace}[{}] (oom)", oom.trace_index);
+            f.set("oom.device", device, self.at(&oom_loc));
+            f.set(
+                "oom.requested_bytes",
+                oom.requested_bytes,
+                self.at(format!("{oom_loc}.size")),
+            );
+            if let Some(free) = oom.device_free_bytes {
+                f.set(
+                    "oom.free_bytes",
+                    free,
+                    self.at(format!("{oom_loc}.device_free")),
+                );
+            }
+            f.set(
+                "oom.reserved_bytes",
+                st.reserved_bytes,
+                self.at(&moment_loc),
+            );
+            f.set("oom.allocated_bytes", st.live_bytes, self.at(&moment_loc));
+            f.set(
+                "oom.reserved_unallocated_bytes",
+                st.free_bytes,
+                self.at(&moment_loc),
+            );
+            if st.private_pool_allocated_bytes > 0 {
+                f.set(
+                    "oom.private_pool_bytes",
+                    st.private_pool_allocated_bytes,
+                    self.at(&moment_loc),
+                );
+            }
+            f.set(
+                "snapshot.live_bytes_at_oom",
+                st.live_bytes,
+                self.at(&moment_loc),
+            );
+            f.set(
+                "snapshot.reserved_bytes_at_oom",
+                st.reserved_bytes,
+                self.at(&moment_loc),
+            );
+            f.set(
+                "snapshot.unallocated_at_oom_bytes",
+                st.free_bytes,
+                self.at(&moment_loc),
+            );
+            f.set(
+                "snapshot.largest_free_block_at_oom_bytes",
+                st.largest_free_block_bytes,
+                self.at(&moment_loc),
+            );
+            f.set(
+                "snapshot.fragmented_free_at_oom_bytes",
+                st.fragmented_free_bytes,
+                self.at(&moment_loc),
+            );
+            if let Some(site) = &oom.site {
+                f.set(
+                    "snapshot.oom_site",
+                    site.label.as_str(),
+                    self.at(format!("{oom_loc}.frames")),
+                );
+            }
+            if let Some(c) = oom.category {
+                f.set(
+                    "snapshot.oom_category",
+                    c.name(),
+                    self.at(format!("{oom_loc}.frames")),
+                );
+            }
+        }
+
+        let att_loc = format!("{segs} + {trace}, live blocks at the {moment}");
+        for c in &d.attribution.categories {
+            f.set(&category_fact(c.category), c.bytes, self.at(&att_loc));
+        }
+        if let Some(c) = d.attribution.dominant() {
+            f.set("snapshot.dominant_category", c.name(), self.at(&att_loc));
+        }
+        if let Some(top) = d.attribution.top_sites.first() {
+            let loc = format!("{att_loc}: {}:{}", top.site.file, top.site.line);
+            f.set("snapshot.top_site", top.site.label.as_str(), self.at(&loc));
+            f.set("snapshot.top_site_bytes", top.bytes, self.at(&loc));
+        }
+
+        if let Some(leak) = &d.leak {
+            let src = match leak.method {
+                LeakMethod::ProfilerSteps => "external_annotations (ProfilerStep#)",
+                LeakMethod::OptimizerSteps => "external_annotations (Optimizer.step#)",
+                LeakMethod::RepeatedCallSites => "repeating call sites",
+            };
+            let loc = format!("{trace}, iterations from {src}");
+            f.set(
+                "snapshot.leak_slope_bytes_per_step",
+                leak.slope_bytes_per_step.round(),
+                self.at(&loc),
+            );
+            f.set("snapshot.leak_steps", leak.leaking_steps, self.at(&loc));
+            f.set(
+                "snapshot.leak_growth_bytes",
+                leak.growth_bytes.max(0) as u64,
+                self.at(&loc),
+            );
+            f.set(
+                "snapshot.leak_method",
+                match leak.method {
+                    LeakMethod::ProfilerSteps => "profiler-steps",
+                    LeakMethod::OptimizerSteps => "optimizer-steps",
+                    LeakMethod::RepeatedCallSites => "repeated-call-sites",
+                },
+                self.at(&loc),
+            );
+            if let Some(site) = leak.sites.first() {
+                f.set(
+                    "snapshot.leak_site",
+                    site.site.label.as_str(),
+                    self.at(format!("{loc}: {}:{}", site.site.file, site.site.line)),
+                );
+            }
+        }
+        f
+    }
+
+    fn index_locator(&self, device: u32, index: i64, what: &str) -> String {
+        if index >= 0 {
+            format!("device_traces[{device}][{index}] ({what})")
+        } else {
+            format!("device_traces[{device}] (before the first entry; {what})")
+        }
+    }
+}
+
+/// The fact name of a category's bytes.
+pub fn category_fact(c: Category) -> String {
+    format!("snapshot.category.{}_bytes", c.name())
+}
+
+/// Facts read from PyTorch memory snapshots (`oom.*` and `torch.*` ones are catalogued by
+/// `engines::pytorch`). Device-level facts describe the OOM device, or the busiest device.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "snapshot.generation",
+        Unit::Text,
+        "Which PyTorch release wrote the snapshot, from its keys (e.g. '2.8', '2.5-2.7', '2.9+').",
+    ),
+    fact(
+        "snapshot.layout",
+        Unit::Text,
+        "Top-level shape: 'dict' (_snapshot()) or 'segment-list' (1.13, or memory_snapshot()).",
+    ),
+    fact(
+        "snapshot.pickle_protocol",
+        Unit::Count,
+        "Pickle protocol of the file (2-5; absent for 0 and 1).",
+    ),
+    fact(
+        "snapshot.devices",
+        Unit::Count,
+        "Devices with segments or trace events in the snapshot.",
+    ),
+    fact(
+        "snapshot.device",
+        Unit::Count,
+        "The device the snapshot facts describe: the one with an oom entry, else the busiest.",
+    ),
+    fact(
+        "snapshot.reserved_bytes",
+        Unit::Bytes,
+        "Bytes reserved by the caching allocator at dump time (sum of segment sizes).",
+    ),
+    fact(
+        "snapshot.allocated_bytes",
+        Unit::Bytes,
+        "Bytes in allocated blocks at dump time.",
+    ),
+    fact(
+        "snapshot.active_bytes",
+        Unit::Bytes,
+        "Allocated plus pending-free bytes at dump time.",
+    ),
+    fact(
+        "snapshot.inactive_bytes",
+        Unit::Bytes,
+        "Bytes in free (inactive) blocks at dump time.",
+    ),
+    fact(
+        "snapshot.requested_bytes",
+        Unit::Bytes,
+        "Bytes callers asked for in allocated blocks (before rounding).",
+    ),
+    fact(
+        "snapshot.rounding_loss_bytes",
+        Unit::Bytes,
+        "Allocated minus requested bytes: lost to the allocator's rounding.",
+    ),
+    fact(
+        "snapshot.pending_free_bytes",
+        Unit::Bytes,
+        "Bytes freed by the user but held for other streams (record_stream).",
+    ),
+    fact("snapshot.segments", Unit::Count, "Segments at dump time."),
+    fact(
+        "snapshot.free_blocks",
+        Unit::Count,
+        "Free (inactive) blocks at dump time.",
+    ),
+    fact(
+        "snapshot.max_free_blocks_per_segment",
+        Unit::Count,
+        "The most free blocks in one segment at dump time.",
+    ),
+    fact(
+        "snapshot.largest_free_block_bytes",
+        Unit::Bytes,
+        "The largest free contiguous block at dump time.",
+    ),
+    fact(
+        "snapshot.releasable_cache_bytes",
+        Unit::Bytes,
+        "Cache that empty_cache() (or the allocator before an OOM) releases: segments with no active block, and the free bytes of expandable segments (unmapped page by page).",
+    ),
+    fact(
+        "snapshot.fragmented_free_bytes",
+        Unit::Bytes,
+        "Free bytes inside (non-expandable) segments that also hold active blocks: fragmentation, not releasable.",
+    ),
+    fact(
+        "snapshot.expandable_segments",
+        Unit::Flag,
+        "Whether any segment is an expandable segment.",
+    ),
+    fact(
+        "snapshot.private_pool_bytes",
+        Unit::Bytes,
+        "Bytes reserved by private pools (CUDA graphs, MemPool) at dump time.",
+    ),
+    fact(
+        "snapshot.private_pool_allocated_bytes",
+        Unit::Bytes,
+        "Active bytes inside private pools at dump time.",
+    ),
+    fact(
+        "snapshot.trace_entries",
+        Unit::Count,
+        "Events in the device's allocator trace.",
+    ),
+    fact(
+        "snapshot.trace_starts_mid_history",
+        Unit::Flag,
+        "The trace begins after memory was already in use (ring buffer wrapped, or recording started late).",
+    ),
+    fact(
+        "snapshot.has_oom",
+        Unit::Flag,
+        "Whether the device's trace holds an oom event.",
+    ),
+    fact(
+        "snapshot.moment",
+        Unit::Text,
+        "The moment live memory was analysed at: 'oom', 'peak' (highest live bytes in the trace) or 'final' (dump time).",
+    ),
+    fact(
+        "snapshot.replayed",
+        Unit::Flag,
+        "Whether the state at that moment was rebuilt by undoing later trace events (the dump came after the exception unwound).",
+    ),
+    fact(
+        "snapshot.replayed_entries",
+        Unit::Count,
+        "Trace events undone to reach the analysed moment.",
+    ),
+    fact(
+        "snapshot.replay_inconsistencies",
+        Unit::Count,
+        "Trace events the replay could not apply (frees of unknown addresses, double allocations).",
+    ),
+    fact(
+        "snapshot.live_bytes",
+        Unit::Bytes,
+        "Live (active) bytes at the analysed moment.",
+    ),
+    fact(
+        "snapshot.live_bytes_at_oom",
+        Unit::Bytes,
+        "Live (active) bytes at the oom event, replayed if needed.",
+    ),
+    fact(
+        "snapshot.reserved_bytes_at_oom",
+        Unit::Bytes,
+        "Reserved (mapped) bytes at the oom event, replayed if needed.",
+    ),
+    fact(
+        "snapshot.unallocated_at_oom_bytes",
+        Unit::Bytes,
+        "Reserved but not live bytes at the oom event.",
+    ),
+    fact(
+        "snapshot.largest_free_block_at_oom_bytes",
+        Unit::Bytes,
+        "The largest free gap inside reserved memory at the oom event.",
+    ),
+    fact(
+        "snapshot.fragmented_free_at_oom_bytes",
+        Unit::Bytes,
+        "Free bytes in non-expandable segments that also hold live blocks, at the oom event.",
+    ),
+    fact(
+        "snapshot.peak_live_bytes",
+        Unit::Bytes,
+        "The highest live bytes over the trace.",
+    ),
+    fact(
+        "snapshot.peak_reserved_bytes",
+        Unit::Bytes,
+        "The highest reserved bytes over the trace.",
+    ),
+    fact(
+        "snapshot.category.weights_bytes",
+        Unit::Bytes,
+        "Live bytes at the analysed moment allocated by weight loading/initialisation or moving the model to the device.",
+    ),
+    fact(
+        "snapshot.category.gradients_bytes",
+        Unit::Bytes,
+        "Live bytes at the analysed moment allocated in the backward pass.",
+    ),
+    fact(
+        "snapshot.category.optimizer_bytes",
+        Unit::Bytes,
+        "Live bytes at the analysed moment allocated by the optimizer (state such as Adam's exp_avg, step temporaries).",
+    ),
+    fact(
+        "snapshot.category.activations_bytes",
+        Unit::Bytes,
+        "Live bytes at the analysed moment allocated inside forward passes.",
+    ),
+    fact(
+        "snapshot.category.kv_cache_bytes",
+        Unit::Bytes,
+        "Live bytes at the analysed moment allocated by KV-cache code (HF cache_utils, vLLM cache engine).",
+    ),
+    fact(
+        "snapshot.category.communication_bytes",
+        Unit::Bytes,
+        "Live bytes at the analysed moment allocated by collectives (NCCL, torch.distributed).",
+    ),
+    fact(
+        "snapshot.category.before_recording_bytes",
+        Unit::Bytes,
+        "Live bytes with no stack and no alloc event: allocated before recording began (often the weights).",
+    ),
+    fact(
+        "snapshot.category.other_bytes",
+        Unit::Bytes,
+        "Live bytes whose stacks match no category, or recorded without a stack.",
+    ),
+    fact(
+        "snapshot.dominant_category",
+        Unit::Text,
+        "The category holding the most live bytes at the analysed moment.",
+    ),
+    fact(
+        "snapshot.top_site",
+        Unit::Text,
+        "The allocation site (file:line function, first Python frame outside torch) holding the most live bytes.",
+    ),
+    fact(
+        "snapshot.top_site_bytes",
+        Unit::Bytes,
+        "Live bytes held by snapshot.top_site.",
+    ),
+    fact(
+        "snapshot.oom_site",
+        Unit::Text,
+        "The allocation site of the failed request (from the oom event's stack).",
+    ),
+    fact(
+        "snapshot.oom_category",
+        Unit::Text,
+        "The category of the failed request, from its stack.",
+    ),
+    fact(
+        "snapshot.leak_slope_bytes_per_step",
+        Unit::Bytes,
+        "Growth of live bytes per iteration when a leak is detected (least squares over iteration starts).",
+    ),
+    fact(
+        "snapshot.leak_steps",
+        Unit::Count,
+        "Iterations that left surviving allocations at the leak sites.",
+    ),
+    fact(
+        "snapshot.leak_growth_bytes",
+        Unit::Bytes,
+        "Live bytes at the last iteration start minus at the first, when a leak is detected.",
+    ),
+    fact(
+        "snapshot.leak_site",
+        Unit::Text,
+        "The site whose allocations survive iteration after iteration.",
+    ),
+    fact(
+        "snapshot.leak_method",
+        Unit::Text,
+        "How iterations were found: profiler-steps, optimizer-steps or repeated-call-sites.",
+    ),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_table_is_registered_and_complete() {
+        for d in FACTS {
+            assert!(
+                crate::facts::catalog::lookup(d.name).is_some(),
+                "{} not in catalog::SECTIONS",
+                d.name
+            );
+        }
+        for c in Category::ALL {
+            assert!(
+                FACTS.iter().any(|d| d.name == category_fact(c)),
+                "{c:?} has no fact"
+            );
+        }
+    }
+}

@@ -1,0 +1,2074 @@
+//! Restricted pickle reader: data only, never executes, bounded, iterative.
+//!
+//! This module owns turning the bytes of a pickle (protocols 0–5) into an arena of plain
+//! values: `None`, bools, integers, floats, strings, bytes, lists, tuples, dicts and sets.
+//! It is written for PyTorch memory snapshots (see `snapshot-format.md` §1.10 and
+//! `crates.md` §1) but knows nothing about them.
+//!
+//! Why not `serde-pickle`: it deep-clones memoised values on every back-reference and fails
+//! on shared containers (exactly what PyTorch writes: one frame dict referenced by thousands
+//! of tracebacks), and its conversion recurses, so a deeply nested file overflows the stack.
+//!
+//! Design (crates.md §1.5):
+//! - Values are 4-byte [`Handle`]s: a 4-bit tag and a 28-bit payload, either an inline
+//!   integer (below 2^27 in magnitude: line numbers, small sizes) or an index into an arena
+//!   (strings, containers, wider numbers). Small handles halve the memory of the element
+//!   arena, which is most of what a snapshot's pickle holds. The memo is a
+//!   table of handles, so `BINGET` copies a handle and **sharing is preserved**, as in
+//!   CPython. Whether a frame dict is referenced once or a million times costs the same.
+//! - Container elements live in one flat `items` arena. A container is a chain of chunks
+//!   into it; Python writes each container's elements in one `APPENDS`/`SETITEMS` batch of
+//!   up to 1,000 items, so nearly every container is a single chunk, and appends that land
+//!   right after the container's last chunk extend it in place.
+//! - Strings are zero-copy spans into the input when the input holds them verbatim (all
+//!   binary protocols); text-protocol strings are decoded into an owned buffer.
+//! - The virtual machine is a loop over opcodes with an explicit value stack and mark
+//!   stack. Nothing recurses, so nesting depth costs memory, never call stack.
+//! - Opcodes that import or call code (`GLOBAL`, `REDUCE`, `BUILD`, ...) are refused with an
+//!   error naming the opcode and its byte offset. A memory snapshot never contains them.
+//! - Every read is bounds-checked and every size is checked against [`PickleLimits`]
+//!   before anything is allocated for it; every error carries the byte offset.
+//!
+//! Integers: values that fit in `i64` are plain [`Value::Int`]s. Wider ones (a 9-byte
+//! `LONG1` such as 2^64-1, pytorch issue #115234) are kept exactly as `i128` when they fit
+//! in 128 bits; anything wider saturates to `i128::MIN`/`i128::MAX` and is marked
+//! [`BigInt::saturated`]. Nothing panics on any width.
+//!
+//! Strings that are not valid UTF-8 (Python writes lone surrogates with `surrogatepass`)
+//! are decoded lossily (U+FFFD). Python-2 `STRING`/`BINSTRING` values become `Str` when
+//! they are valid UTF-8 and `Bytes` otherwise. Dicts keep their pairs in written order,
+//! duplicates included; [`Pickle::dict_get`] returns the last one, as Python would. Set
+//! elements are kept as written (not deduplicated).
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// Limits that keep a hostile or corrupt pickle from exhausting memory or time.
+///
+/// The defaults read every real snapshot we know of (the largest seen in the wild are a few
+/// GB) on a laptop, while refusing files that would need more memory than that to hold.
+/// Callers can raise any of them, e.g. from a command-line flag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PickleLimits {
+    /// Largest input accepted, in bytes.
+    pub max_input_bytes: u64,
+    /// Most objects (strings, bytes, containers, wide numbers) the file may create. At
+    /// most 2^28 - 1, whatever is set: arena indices live in 28-bit handle payloads.
+    pub max_objects: u64,
+    /// Most memo entries, and the largest memo index accepted.
+    pub max_memo_entries: u64,
+    /// Most values on the unpickler stack plus open MARKs: bounds nesting depth. Nesting
+    /// itself never recurses, so this is only a memory bound.
+    pub max_stack_depth: u64,
+    /// Most elements in one list, tuple, set or dict (pairs for a dict).
+    pub max_container_len: u64,
+    /// Longest single string or bytes value, in bytes.
+    pub max_string_bytes: u64,
+    /// Consumers that walk the value graph (the snapshot decoder) may visit at most this
+    /// many elements per input byte (plus a fixed allowance of one million). Shared
+    /// structures are cheap to *hold* by handle, but walking a list that references a huge
+    /// shared list a million times is not: this turns such a memo bomb into an error.
+    pub max_expansion_ratio: u64,
+}
+
+impl Default for PickleLimits {
+    fn default() -> Self {
+        PickleLimits {
+            max_input_bytes: 4 << 30,
+            max_objects: 200_000_000,
+            max_memo_entries: 200_000_000,
+            max_stack_depth: 1_000_000,
+            max_container_len: 100_000_000,
+            max_string_bytes: 64 << 20,
+            max_expansion_ratio: 64,
+        }
+    }
+}
+
+impl PickleLimits {
+    /// The most elements a walk over a pickle of `input_len` bytes may visit.
+    pub fn walk_budget(&self, input_len: usize) -> u64 {
+        self.max_expansion_ratio
+            .saturating_mul(input_len as u64)
+            .saturating_add(1_000_000)
+    }
+}
+
+/// Why a pickle could not be read. Every variant carries the byte offset it refers to.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum PickleError {
+    #[error("truncated at byte {offset} while reading {what}")]
+    #[diagnostic(
+        code(oomdoctor::ingest::snapshot::pickle::truncated),
+        help(
+            "the file ends early: it was probably cut off while being written or copied. Dump the snapshot again and check that the copy completed."
+        )
+    )]
+    Truncated { offset: u64, what: &'static str },
+
+    #[error(
+        "byte {offset}: opcode {name} ({opcode:#04x}) {detail}; the file tries to import or call code, which a memory snapshot never does, so it was not read"
+    )]
+    #[diagnostic(
+        code(oomdoctor::ingest::snapshot::pickle::refused_code),
+        help(
+            "oomdoctor only reads plain data (dicts, lists, strings, numbers). A real `torch.cuda.memory._dump_snapshot()` file never contains this opcode; this file is something else, or has been tampered with. Nothing in it was executed."
+        )
+    )]
+    RefusedCode {
+        offset: u64,
+        opcode: u8,
+        name: &'static str,
+        detail: String,
+    },
+
+    #[error("byte {offset}: unknown pickle opcode {opcode:#04x}")]
+    #[diagnostic(
+        code(oomdoctor::ingest::snapshot::pickle::unknown_opcode),
+        help(
+            "this is not a pickle, or it is corrupt. PyTorch snapshots are pickles written by `torch.cuda.memory._dump_snapshot()`."
+        )
+    )]
+    UnknownOpcode { offset: u64, opcode: u8 },
+
+    #[error("byte {offset}: pickle protocol {version} is not supported (0 to 5 are)")]
+    #[diagnostic(
+        code(oomdoctor::ingest::snapshot::pickle::protocol),
+        help(
+            "a newer Python may have written this file; re-dump it with `pickle.dump(snapshot, f, protocol=4)`."
+        )
+    )]
+    UnsupportedProtocol { offset: u64, version: u8 },
+
+    #[error("byte {offset}: {message}")]
+    #[diagnostic(
+        code(oomdoctor::ingest::snapshot::pickle::malformed),
+        help(
+            "the pickle is internally inconsistent: it is corrupt or was not written by Python's pickle module."
+        )
+    )]
+    Malformed { offset: u64, message: String },
+
+    #[error("byte {offset}: {what} exceeds the limit of {limit}")]
+    #[diagnostic(
+        code(oomdoctor::ingest::snapshot::pickle::limit),
+        help(
+            "the file needs more than oomdoctor allows by default. If it is a genuine (very large) snapshot, raise the limit; if not, it may be built to exhaust memory."
+        )
+    )]
+    LimitExceeded {
+        offset: u64,
+        what: &'static str,
+        limit: u64,
+    },
+}
+
+impl PickleError {
+    /// The byte offset the error refers to.
+    pub fn offset(&self) -> u64 {
+        match self {
+            PickleError::Truncated { offset, .. }
+            | PickleError::RefusedCode { offset, .. }
+            | PickleError::UnknownOpcode { offset, .. }
+            | PickleError::UnsupportedProtocol { offset, .. }
+            | PickleError::Malformed { offset, .. }
+            | PickleError::LimitExceeded { offset, .. } => *offset,
+        }
+    }
+}
+
+/// A value in a [`Pickle`]: a 4-byte `Copy` handle. Compare handles to test identity
+/// (the same memoised object), [`Pickle::value`] to look inside.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Handle(u32);
+
+const TAG_BITS: u32 = 4;
+const TAG_MASK: u32 = (1 << TAG_BITS) - 1;
+const TAG_NONE: u32 = 0;
+const TAG_BOOL: u32 = 1;
+const TAG_INT: u32 = 2;
+const TAG_BIGINT: u32 = 3;
+const TAG_FLOAT: u32 = 4;
+const TAG_STR: u32 = 5;
+const TAG_BYTES: u32 = 6;
+const TAG_LIST: u32 = 7;
+const TAG_TUPLE: u32 = 8;
+const TAG_DICT: u32 = 9;
+const TAG_SET: u32 = 10;
+const TAG_FROZENSET: u32 = 11;
+
+/// An `i64` that does not fit inline, in `Pickle::ints`.
+const TAG_INT64: u32 = 12;
+
+/// Integers in this range are stored inside the handle; others go to a side table.
+const INLINE_INT_MIN: i64 = -(1 << 27);
+const INLINE_INT_MAX: i64 = (1 << 27) - 1;
+/// Every arena index must fit the 28-bit payload.
+const MAX_INDEX: u64 = (1 << (32 - TAG_BITS)) - 1;
+
+impl Handle {
+    const NONE: Handle = Handle(TAG_NONE);
+
+    /// `payload` is an arena index below [`MAX_INDEX`] or an inline integer (two's
+    /// complement, in range); only its low 28 bits are kept.
+    #[inline]
+    fn new(tag: u32, payload: u64) -> Handle {
+        Handle(((payload as u32) << TAG_BITS) | tag)
+    }
+    #[inline]
+    fn tag(self) -> u32 {
+        self.0 & TAG_MASK
+    }
+    #[inline]
+    fn index(self) -> usize {
+        (self.0 >> TAG_BITS) as usize
+    }
+    #[inline]
+    fn inline_int(self) -> i64 {
+        ((self.0 as i32) >> TAG_BITS) as i64
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.tag() {
+            TAG_NONE => "None",
+            TAG_BOOL => "Bool",
+            TAG_INT => return write!(f, "Int({})", self.inline_int()),
+            TAG_INT64 => "Int64",
+            TAG_BIGINT => "BigInt",
+            TAG_FLOAT => "Float",
+            TAG_STR => "Str",
+            TAG_BYTES => "Bytes",
+            TAG_LIST => "List",
+            TAG_TUPLE => "Tuple",
+            TAG_DICT => "Dict",
+            TAG_SET => "Set",
+            TAG_FROZENSET => "FrozenSet",
+            _ => "?",
+        };
+        write!(f, "{kind}#{}", self.index())
+    }
+}
+
+/// A container (list, tuple, dict or set) inside a [`Pickle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ContainerId(u32);
+
+impl ContainerId {
+    /// Dense index of this container (0..[`Pickle::container_count`]): lets consumers keep
+    /// identity maps in a `Vec` instead of a hash map.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// An integer wider than 64 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BigInt {
+    /// The value, exact unless `saturated`.
+    pub value: i128,
+    /// The integer did not fit in 128 bits; `value` is `i128::MAX` or `i128::MIN`.
+    pub saturated: bool,
+}
+
+impl BigInt {
+    /// The value as `u64` if it is in range (e.g. 2^64-1 written as a 9-byte `LONG1`).
+    pub fn to_u64(self) -> Option<u64> {
+        if self.saturated {
+            None
+        } else {
+            u64::try_from(self.value).ok()
+        }
+    }
+}
+
+/// What a handle holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'p> {
+    None,
+    Bool(bool),
+    Int(i64),
+    BigInt(BigInt),
+    Float(f64),
+    Str(&'p str),
+    Bytes(&'p [u8]),
+    List(ContainerId),
+    Tuple(ContainerId),
+    Dict(ContainerId),
+    Set(ContainerId),
+    FrozenSet(ContainerId),
+}
+
+impl Value<'_> {
+    /// A short type name for messages ("dict", "list", "int", ...).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "bool",
+            Value::Int(_) | Value::BigInt(_) => "int",
+            Value::Float(_) => "float",
+            Value::Str(_) => "str",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "list",
+            Value::Tuple(_) => "tuple",
+            Value::Dict(_) => "dict",
+            Value::Set(_) => "set",
+            Value::FrozenSet(_) => "frozenset",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Blob {
+    start: usize,
+    len: usize,
+    /// In `Pickle::owned` rather than the input.
+    owned: bool,
+}
+
+const NO_CHUNK: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Container {
+    head: u32,
+    tail: u32,
+    /// Elements (for a dict: pairs).
+    len: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    start: u64,
+    /// Handles in this chunk (for a dict: twice the pairs).
+    len: u32,
+    next: u32,
+}
+
+/// A parsed pickle: the arenas and the root value. Borrows the input for zero-copy strings.
+pub struct Pickle<'a> {
+    input: &'a [u8],
+    protocol: Option<u8>,
+    root: Handle,
+    blobs: Vec<Blob>,
+    owned: Vec<u8>,
+    /// `i64`s too wide to be inline (addresses, timestamps, large sizes).
+    ints: Vec<i64>,
+    /// Integers wider than 64 bits.
+    bigs: Vec<BigInt>,
+    floats: Vec<f64>,
+    containers: Vec<Container>,
+    chunks: Vec<Chunk>,
+    items: Vec<Handle>,
+    /// Bytes read through `STOP`.
+    end: usize,
+    /// Values and MARKs still on the unpickler stack after `STOP` popped the root.
+    leftover: usize,
+}
+
+impl fmt::Debug for Pickle<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pickle")
+            .field("protocol", &self.protocol)
+            .field("root", &self.root)
+            .field("objects", &self.object_count())
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+impl<'a> Pickle<'a> {
+    /// Reads a whole pickle. Stops at `STOP`; bytes after it are ignored, as Python does.
+    pub fn parse(input: &'a [u8], limits: &PickleLimits) -> Result<Pickle<'a>, PickleError> {
+        if input.len() as u64 > limits.max_input_bytes {
+            return Err(PickleError::LimitExceeded {
+                offset: 0,
+                what: "the input size",
+                limit: limits.max_input_bytes,
+            });
+        }
+        let mut vm = Machine::new(input, limits);
+        // Snapshots hold about one element handle per 6 input bytes and one memoised
+        // object per 70: reserving that much up front saves the copies of repeated
+        // doubling. Reserved but untouched memory costs address space, not RAM.
+        vm.pickle.items.reserve(input.len() / 6);
+        vm.memo.reserve(input.len() / 70);
+        vm.pickle.containers.reserve(input.len() / 100);
+        vm.pickle.chunks.reserve(input.len() / 100);
+        let root = vm.run()?;
+        let (end, leftover) = (vm.pos, vm.stack.len() + vm.marks.len());
+        let Machine { pickle, .. } = vm;
+        let mut pickle = pickle;
+        pickle.root = root;
+        pickle.end = end;
+        pickle.leftover = leftover;
+        Ok(pickle)
+    }
+
+    /// The value `STOP` returned.
+    pub fn root(&self) -> Handle {
+        self.root
+    }
+
+    /// The protocol from the `PROTO` opcode (2–5); `None` for protocols 0 and 1.
+    pub fn protocol(&self) -> Option<u8> {
+        self.protocol
+    }
+
+    /// Bytes read through `STOP`; anything after it is not part of this pickle (Python
+    /// ignores it, a consumer that expects one pickle per file need not).
+    pub fn end(&self) -> usize {
+        self.end
+    }
+
+    /// Values (and open MARKs) left on the stack under the root at `STOP`: none in a
+    /// pickle that `pickle.dump` wrote.
+    pub fn leftover(&self) -> usize {
+        self.leftover
+    }
+
+    /// Length of the input this pickle was read from.
+    pub fn input_len(&self) -> usize {
+        self.input.len()
+    }
+
+    /// Strings, bytes, containers and wide numbers created.
+    pub fn object_count(&self) -> usize {
+        self.blobs.len()
+            + self.ints.len()
+            + self.bigs.len()
+            + self.floats.len()
+            + self.containers.len()
+    }
+
+    /// Containers created; every [`ContainerId::index`] is below this.
+    pub fn container_count(&self) -> usize {
+        self.containers.len()
+    }
+
+    /// Strings and bytes values created; every [`Pickle::str_index`] is below this.
+    pub fn blob_count(&self) -> usize {
+        self.blobs.len()
+    }
+
+    /// What a handle holds.
+    pub fn value(&self, h: Handle) -> Value<'_> {
+        let i = h.index();
+        match h.tag() {
+            TAG_NONE => Value::None,
+            TAG_BOOL => Value::Bool(i != 0),
+            TAG_INT => Value::Int(h.inline_int()),
+            TAG_INT64 => self.ints.get(i).map_or(Value::None, |&v| Value::Int(v)),
+            TAG_BIGINT => self.bigs.get(i).map_or(Value::None, |&b| Value::BigInt(b)),
+            TAG_FLOAT => self.floats.get(i).map_or(Value::None, |&f| Value::Float(f)),
+            TAG_STR => Value::Str(self.blob_str(i)),
+            TAG_BYTES => Value::Bytes(self.blob_bytes(i)),
+            TAG_LIST => Value::List(ContainerId(i as u32)),
+            TAG_TUPLE => Value::Tuple(ContainerId(i as u32)),
+            TAG_DICT => Value::Dict(ContainerId(i as u32)),
+            TAG_SET => Value::Set(ContainerId(i as u32)),
+            TAG_FROZENSET => Value::FrozenSet(ContainerId(i as u32)),
+            _ => Value::None,
+        }
+    }
+
+    fn blob_bytes(&self, i: usize) -> &[u8] {
+        match self.blobs.get(i) {
+            Some(b) => {
+                let src = if b.owned { &self.owned[..] } else { self.input };
+                src.get(b.start..b.start.saturating_add(b.len))
+                    .unwrap_or(&[])
+            }
+            None => &[],
+        }
+    }
+
+    fn blob_str(&self, i: usize) -> &str {
+        // Every Str blob was validated (or decoded to UTF-8) when it was created.
+        std::str::from_utf8(self.blob_bytes(i)).unwrap_or("")
+    }
+
+    /// The string a handle holds, if it is a `str`.
+    pub fn as_str(&self, h: Handle) -> Option<&str> {
+        (h.tag() == TAG_STR).then(|| self.blob_str(h.index()))
+    }
+
+    /// Index of the string a handle holds (dense, below [`Pickle::blob_count`]): two handles
+    /// with the same index are the same memoised string object.
+    pub fn str_index(&self, h: Handle) -> Option<usize> {
+        (h.tag() == TAG_STR).then(|| h.index())
+    }
+
+    /// The value as `i64`: ints that fit, and bools (Python bools are ints).
+    pub fn as_i64(&self, h: Handle) -> Option<i64> {
+        match self.value(h) {
+            Value::Int(v) => Some(v),
+            Value::Bool(b) => Some(b as i64),
+            _ => None,
+        }
+    }
+
+    /// The value as a number of bytes or an address: non-negative ints, wide ints up to
+    /// 2^64-1. Negative and wider values give `None`.
+    pub fn as_u64(&self, h: Handle) -> Option<u64> {
+        match self.value(h) {
+            Value::Int(v) => u64::try_from(v).ok(),
+            Value::BigInt(b) => b.to_u64(),
+            Value::Bool(b) => Some(b as u64),
+            _ => None,
+        }
+    }
+
+    /// The value as `f64` (floats and ints).
+    pub fn as_f64(&self, h: Handle) -> Option<f64> {
+        match self.value(h) {
+            Value::Float(f) => Some(f),
+            Value::Int(v) => Some(v as f64),
+            Value::BigInt(b) => Some(b.value as f64),
+            Value::Bool(b) => Some(b as u8 as f64),
+            _ => None,
+        }
+    }
+
+    /// The value as a bool (bools, and ints as Python's truthiness).
+    pub fn as_bool(&self, h: Handle) -> Option<bool> {
+        match self.value(h) {
+            Value::Bool(b) => Some(b),
+            Value::Int(v) => Some(v != 0),
+            _ => None,
+        }
+    }
+
+    /// The container a handle refers to, with its kind, if it is one.
+    pub fn as_container(&self, h: Handle) -> Option<ContainerId> {
+        matches!(
+            h.tag(),
+            TAG_LIST | TAG_TUPLE | TAG_DICT | TAG_SET | TAG_FROZENSET
+        )
+        .then_some(ContainerId(h.index() as u32))
+    }
+
+    /// The dict a handle refers to.
+    pub fn as_dict(&self, h: Handle) -> Option<ContainerId> {
+        (h.tag() == TAG_DICT).then_some(ContainerId(h.index() as u32))
+    }
+
+    /// The list or tuple a handle refers to.
+    pub fn as_sequence(&self, h: Handle) -> Option<ContainerId> {
+        matches!(h.tag(), TAG_LIST | TAG_TUPLE).then_some(ContainerId(h.index() as u32))
+    }
+
+    /// Number of elements (pairs, for a dict).
+    pub fn len(&self, c: ContainerId) -> usize {
+        self.containers.get(c.index()).map_or(0, |k| k.len as usize)
+    }
+
+    /// Whether the container is empty.
+    pub fn is_empty(&self, c: ContainerId) -> bool {
+        self.len(c) == 0
+    }
+
+    /// The elements of a list, tuple or set in order. For a dict: keys and values
+    /// alternating (use [`Pickle::pairs`]).
+    pub fn items(&self, c: ContainerId) -> Items<'_> {
+        let head = self.containers.get(c.index()).map_or(NO_CHUNK, |k| k.head);
+        match Items::chunk_slice(self, head) {
+            Some((slice, next)) => Items {
+                pickle: self,
+                current: slice.iter(),
+                next_chunk: next,
+            },
+            None => Items {
+                pickle: self,
+                current: [].iter(),
+                next_chunk: NO_CHUNK,
+            },
+        }
+    }
+
+    /// The key/value pairs of a dict in written order (duplicates included).
+    pub fn pairs(&self, c: ContainerId) -> Pairs<'_> {
+        Pairs {
+            items: self.items(c),
+        }
+    }
+
+    /// The value of the last pair whose key is the string `key`.
+    pub fn dict_get(&self, c: ContainerId, key: &str) -> Option<Handle> {
+        let mut found = None;
+        for (k, v) in self.pairs(c) {
+            if self.as_str(k) == Some(key) {
+                found = Some(v);
+            }
+        }
+        found
+    }
+
+    /// The `index`-th element of a list or tuple.
+    pub fn get(&self, c: ContainerId, index: usize) -> Option<Handle> {
+        self.items(c).nth(index)
+    }
+}
+
+/// Iterator over a container's handles, chunk by chunk.
+pub struct Items<'p> {
+    pickle: &'p Pickle<'p>,
+    /// The handles of the current chunk not yet returned.
+    current: std::slice::Iter<'p, Handle>,
+    /// The chunk after the current one.
+    next_chunk: u32,
+}
+
+impl<'p> Items<'p> {
+    fn chunk_slice(pickle: &'p Pickle<'p>, chunk: u32) -> Option<(&'p [Handle], u32)> {
+        let c = pickle.chunks.get(chunk as usize)?;
+        let start = c.start as usize;
+        let slice = pickle
+            .items
+            .get(start..start + c.len as usize)
+            .unwrap_or(&[]);
+        Some((slice, c.next))
+    }
+}
+
+impl Iterator for Items<'_> {
+    type Item = Handle;
+
+    #[inline]
+    fn next(&mut self) -> Option<Handle> {
+        loop {
+            if let Some(h) = self.current.next() {
+                return Some(*h);
+            }
+            let (slice, next) = Items::chunk_slice(self.pickle, self.next_chunk)?;
+            self.current = slice.iter();
+            self.next_chunk = next;
+        }
+    }
+}
+
+/// Iterator over a dict's `(key, value)` pairs.
+pub struct Pairs<'p> {
+    items: Items<'p>,
+}
+
+impl Iterator for Pairs<'_> {
+    type Item = (Handle, Handle);
+
+    #[inline]
+    fn next(&mut self) -> Option<(Handle, Handle)> {
+        let k = self.items.next()?;
+        let v = self.items.next()?;
+        Some((k, v))
+    }
+}
+
+/// The names of opcodes, for messages.
+fn opcode_name(op: u8) -> &'static str {
+    match op {
+        b'(' => "MARK",
+        b'.' => "STOP",
+        b'0' => "POP",
+        b'1' => "POP_MARK",
+        b'2' => "DUP",
+        b'F' => "FLOAT",
+        b'I' => "INT",
+        b'J' => "BININT",
+        b'K' => "BININT1",
+        b'L' => "LONG",
+        b'M' => "BININT2",
+        b'N' => "NONE",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        b'R' => "REDUCE",
+        b'S' => "STRING",
+        b'T' => "BINSTRING",
+        b'U' => "SHORT_BINSTRING",
+        b'V' => "UNICODE",
+        b'X' => "BINUNICODE",
+        b'a' => "APPEND",
+        b'b' => "BUILD",
+        b'c' => "GLOBAL",
+        b'd' => "DICT",
+        b'}' => "EMPTY_DICT",
+        b'e' => "APPENDS",
+        b'g' => "GET",
+        b'h' => "BINGET",
+        b'i' => "INST",
+        b'j' => "LONG_BINGET",
+        b'l' => "LIST",
+        b']' => "EMPTY_LIST",
+        b'o' => "OBJ",
+        b'p' => "PUT",
+        b'q' => "BINPUT",
+        b'r' => "LONG_BINPUT",
+        b's' => "SETITEM",
+        b't' => "TUPLE",
+        b')' => "EMPTY_TUPLE",
+        b'u' => "SETITEMS",
+        b'G' => "BINFLOAT",
+        0x80 => "PROTO",
+        0x81 => "NEWOBJ",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        0x85 => "TUPLE1",
+        0x86 => "TUPLE2",
+        0x87 => "TUPLE3",
+        0x88 => "NEWTRUE",
+        0x89 => "NEWFALSE",
+        0x8a => "LONG1",
+        0x8b => "LONG4",
+        b'B' => "BINBYTES",
+        b'C' => "SHORT_BINBYTES",
+        0x8c => "SHORT_BINUNICODE",
+        0x8d => "BINUNICODE8",
+        0x8e => "BINBYTES8",
+        0x8f => "EMPTY_SET",
+        0x90 => "ADDITEMS",
+        0x91 => "FROZENSET",
+        0x92 => "NEWOBJ_EX",
+        0x93 => "STACK_GLOBAL",
+        0x94 => "MEMOIZE",
+        0x95 => "FRAME",
+        0x96 => "BYTEARRAY8",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => "UNKNOWN",
+    }
+}
+
+/// The unpickling virtual machine. Owns the arenas while they are built.
+struct Machine<'a, 'l> {
+    pickle: Pickle<'a>,
+    limits: &'l PickleLimits,
+    pos: usize,
+    /// Offset of the opcode being executed, for messages.
+    op_at: usize,
+    stack: Vec<Handle>,
+    marks: Vec<usize>,
+    /// Dense memo: index i is `memo[i]`. PyTorch's (and Python's) pickler numbers memo
+    /// entries 0, 1, 2, ... so everything lands here.
+    memo: Vec<Handle>,
+    /// Memo entries written out of order (only hand-made pickles do this).
+    sparse_memo: HashMap<u64, Handle>,
+}
+
+impl<'a, 'l> Machine<'a, 'l> {
+    fn new(input: &'a [u8], limits: &'l PickleLimits) -> Self {
+        Machine {
+            pickle: Pickle {
+                input,
+                protocol: None,
+                root: Handle::NONE,
+                blobs: Vec::new(),
+                owned: Vec::new(),
+                ints: Vec::new(),
+                bigs: Vec::new(),
+                floats: Vec::new(),
+                containers: Vec::new(),
+                chunks: Vec::new(),
+                items: Vec::new(),
+                end: 0,
+                leftover: 0,
+            },
+            limits,
+            pos: 0,
+            op_at: 0,
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: Vec::new(),
+            sparse_memo: HashMap::new(),
+        }
+    }
+
+    // ---- errors -------------------------------------------------------------------------
+
+    fn malformed(&self, message: impl Into<String>) -> PickleError {
+        PickleError::Malformed {
+            offset: self.op_at as u64,
+            message: message.into(),
+        }
+    }
+
+    fn limit(&self, what: &'static str, limit: u64) -> PickleError {
+        PickleError::LimitExceeded {
+            offset: self.op_at as u64,
+            what,
+            limit,
+        }
+    }
+
+    fn truncated(&self, what: &'static str) -> PickleError {
+        PickleError::Truncated {
+            offset: self.pickle.input.len() as u64,
+            what,
+        }
+    }
+
+    // ---- reading the input ---------------------------------------------------------------
+
+    #[inline]
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], PickleError> {
+        let input = self.pickle.input;
+        let end = self
+            .pos
+            .checked_add(n)
+            .ok_or_else(|| self.truncated(what))?;
+        let bytes = input
+            .get(self.pos..end)
+            .ok_or_else(|| self.truncated(what))?;
+        self.pos = end;
+        Ok(bytes)
+    }
+
+    #[inline]
+    fn take_array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], PickleError> {
+        let bytes = self.take(N, what)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(bytes);
+        Ok(out)
+    }
+
+    #[inline]
+    fn u8(&mut self, what: &'static str) -> Result<u8, PickleError> {
+        let b = *self
+            .pickle
+            .input
+            .get(self.pos)
+            .ok_or_else(|| self.truncated(what))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// A text-protocol argument: the bytes up to the next newline (newline consumed).
+    fn line(&mut self, what: &'static str) -> Result<&'a [u8], PickleError> {
+        let input = self.pickle.input;
+        let rest = input.get(self.pos..).unwrap_or(&[]);
+        let nl = memchr::memchr(b'\n', rest).ok_or_else(|| self.truncated(what))?;
+        if nl as u64 > self.limits.max_string_bytes {
+            return Err(self.limit("a text argument's length", self.limits.max_string_bytes));
+        }
+        let line = &rest[..nl];
+        self.pos += nl + 1;
+        Ok(line)
+    }
+
+    /// A length prefix, checked against the string limit before anything is read.
+    fn length(&self, n: u64) -> Result<usize, PickleError> {
+        if n > self.limits.max_string_bytes {
+            return Err(self.limit("a string or bytes length", self.limits.max_string_bytes));
+        }
+        usize::try_from(n)
+            .map_err(|_| self.limit("a string or bytes length", self.limits.max_string_bytes))
+    }
+
+    // ---- the stack -----------------------------------------------------------------------
+
+    #[inline]
+    fn push(&mut self, h: Handle) -> Result<(), PickleError> {
+        if (self.stack.len() + self.marks.len()) as u64 >= self.limits.max_stack_depth {
+            return Err(self.limit(
+                "the unpickler stack depth (nesting)",
+                self.limits.max_stack_depth,
+            ));
+        }
+        self.stack.push(h);
+        Ok(())
+    }
+
+    #[inline]
+    fn pop(&mut self, what: &'static str) -> Result<Handle, PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.malformed(format!("{what} needs a value but the stack is empty")));
+        }
+        self.stack
+            .pop()
+            .ok_or_else(|| self.malformed(format!("{what} needs a value but the stack is empty")))
+    }
+
+    #[inline]
+    fn top(&self, what: &'static str) -> Result<Handle, PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() <= floor {
+            return Err(self.malformed(format!("{what} needs a value but the stack is empty")));
+        }
+        self.stack
+            .last()
+            .copied()
+            .ok_or_else(|| self.malformed(format!("{what} needs a value but the stack is empty")))
+    }
+
+    /// The value just below a popped MARK at `from`: the container APPENDS, SETITEMS and
+    /// ADDITEMS add the marked items to.
+    fn target_below_mark(&self, from: usize, what: &'static str) -> Result<Handle, PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        match from.checked_sub(1) {
+            Some(i) if i >= floor => {
+                self.stack.get(i).copied().ok_or_else(|| {
+                    self.malformed(format!("{what} has no container below its MARK"))
+                })
+            }
+            _ => Err(self.malformed(format!("{what} has no container below its MARK"))),
+        }
+    }
+
+    /// Pops the topmost MARK, returning where the marked items start.
+    fn pop_mark(&mut self, what: &'static str) -> Result<usize, PickleError> {
+        self.marks
+            .pop()
+            .ok_or_else(|| self.malformed(format!("{what} without a preceding MARK")))
+    }
+
+    // ---- arenas --------------------------------------------------------------------------
+
+    fn check_objects(&self) -> Result<(), PickleError> {
+        // Arena indices are stored in 28-bit handle payloads and u32 chunk links; the
+        // limit is clamped so they never overflow whatever the caller sets.
+        let limit = self.limits.max_objects.min(MAX_INDEX);
+        if self.pickle.object_count() as u64 >= limit {
+            return Err(self.limit("the number of objects", limit));
+        }
+        Ok(())
+    }
+
+    fn new_container(&mut self, tag: u32) -> Result<Handle, PickleError> {
+        self.check_objects()?;
+        let idx = self.pickle.containers.len();
+        self.pickle.containers.push(Container {
+            head: NO_CHUNK,
+            tail: NO_CHUNK,
+            len: 0,
+        });
+        Ok(Handle::new(tag, idx as u64))
+    }
+
+    /// Appends `stack[from..]` to container `c` as `elements` elements, then truncates the stack.
+    fn append_from_stack(
+        &mut self,
+        c: usize,
+        from: usize,
+        elements: usize,
+    ) -> Result<(), PickleError> {
+        let handles = self.stack.len().saturating_sub(from);
+        if handles == 0 {
+            return Ok(());
+        }
+        let Some(container) = self.pickle.containers.get(c).copied() else {
+            return Err(self.malformed("reference to a container that does not exist"));
+        };
+        let new_len = container.len as u64 + elements as u64;
+        if new_len > self.limits.max_container_len.min(u32::MAX as u64) {
+            return Err(self.limit("a container's length", self.limits.max_container_len));
+        }
+        let start = self.pickle.items.len() as u64;
+        self.pickle.items.extend_from_slice(&self.stack[from..]);
+        self.stack.truncate(from);
+        let extended = match self.pickle.chunks.get_mut(container.tail as usize) {
+            Some(tail)
+                if tail.start + tail.len as u64 == start
+                    && tail.len as u64 + handles as u64 <= u32::MAX as u64 =>
+            {
+                tail.len += handles as u32;
+                true
+            }
+            _ => false,
+        };
+        let mut updated = container;
+        if !extended {
+            let chunk_idx = self.pickle.chunks.len();
+            if chunk_idx as u64 >= NO_CHUNK as u64 {
+                return Err(self.limit("the number of container chunks", NO_CHUNK as u64));
+            }
+            self.pickle.chunks.push(Chunk {
+                start,
+                len: handles as u32,
+                next: NO_CHUNK,
+            });
+            if let Some(prev) = self.pickle.chunks.get_mut(container.tail as usize) {
+                prev.next = chunk_idx as u32;
+            } else {
+                updated.head = chunk_idx as u32;
+            }
+            updated.tail = chunk_idx as u32;
+        }
+        updated.len = new_len as u32;
+        self.pickle.containers[c] = updated;
+        Ok(())
+    }
+
+    /// Builds a new container from the marked items (LIST, TUPLE, DICT, FROZENSET).
+    fn container_from_mark(&mut self, tag: u32, what: &'static str) -> Result<(), PickleError> {
+        let from = self.pop_mark(what)?;
+        let n = self.stack.len().saturating_sub(from);
+        let elements = if tag == TAG_DICT {
+            if n % 2 != 0 {
+                return Err(self.malformed(format!(
+                    "{what} needs key/value pairs but has an odd number of items ({n})"
+                )));
+            }
+            n / 2
+        } else {
+            n
+        };
+        let h = self.new_container(tag)?;
+        self.append_from_stack(h.index(), from, elements)?;
+        self.push(h)
+    }
+
+    /// Builds a tuple from the top `n` stack items (TUPLE1/2/3).
+    fn tuple_of(&mut self, n: usize, what: &'static str) -> Result<(), PickleError> {
+        let floor = self.marks.last().copied().unwrap_or(0);
+        if self.stack.len() < floor + n {
+            return Err(self.malformed(format!("{what} needs {n} values on the stack")));
+        }
+        let from = self.stack.len() - n;
+        let h = self.new_container(TAG_TUPLE)?;
+        self.append_from_stack(h.index(), from, n)?;
+        self.push(h)
+    }
+
+    fn new_blob(&mut self, tag: u32, blob: Blob) -> Result<Handle, PickleError> {
+        self.check_objects()?;
+        let idx = self.pickle.blobs.len();
+        self.pickle.blobs.push(blob);
+        Ok(Handle::new(tag, idx as u64))
+    }
+
+    /// A string held verbatim in the input at `start..start+len` (UTF-8, or repaired).
+    fn str_in_input(&mut self, start: usize, len: usize) -> Result<Handle, PickleError> {
+        let bytes = self.pickle.input.get(start..start + len).unwrap_or(&[]);
+        if std::str::from_utf8(bytes).is_ok() {
+            self.new_blob(
+                TAG_STR,
+                Blob {
+                    start,
+                    len,
+                    owned: false,
+                },
+            )
+        } else {
+            // Python writes lone surrogates with 'surrogatepass'; they are not valid UTF-8.
+            let repaired = String::from_utf8_lossy(bytes).into_owned();
+            self.owned_str(&repaired)
+        }
+    }
+
+    fn owned_str(&mut self, s: &str) -> Result<Handle, PickleError> {
+        let start = self.pickle.owned.len();
+        self.pickle.owned.extend_from_slice(s.as_bytes());
+        self.new_blob(
+            TAG_STR,
+            Blob {
+                start,
+                len: s.len(),
+                owned: true,
+            },
+        )
+    }
+
+    fn owned_bytes(&mut self, b: &[u8]) -> Result<Handle, PickleError> {
+        let start = self.pickle.owned.len();
+        self.pickle.owned.extend_from_slice(b);
+        self.new_blob(
+            TAG_BYTES,
+            Blob {
+                start,
+                len: b.len(),
+                owned: true,
+            },
+        )
+    }
+
+    /// Python-2 `str` bytes: a `Str` when they are UTF-8, `Bytes` otherwise.
+    fn py2_string(&mut self, start: usize, len: usize) -> Result<Handle, PickleError> {
+        let bytes = self.pickle.input.get(start..start + len).unwrap_or(&[]);
+        if std::str::from_utf8(bytes).is_ok() {
+            self.new_blob(
+                TAG_STR,
+                Blob {
+                    start,
+                    len,
+                    owned: false,
+                },
+            )
+        } else {
+            self.new_blob(
+                TAG_BYTES,
+                Blob {
+                    start,
+                    len,
+                    owned: false,
+                },
+            )
+        }
+    }
+
+    #[inline]
+    fn int(&mut self, v: i64) -> Result<Handle, PickleError> {
+        if (INLINE_INT_MIN..=INLINE_INT_MAX).contains(&v) {
+            Ok(Handle::new(TAG_INT, v as u64))
+        } else {
+            self.check_objects()?;
+            let idx = self.pickle.ints.len();
+            self.pickle.ints.push(v);
+            Ok(Handle::new(TAG_INT64, idx as u64))
+        }
+    }
+
+    #[inline]
+    fn big(&mut self, b: BigInt) -> Result<Handle, PickleError> {
+        if !b.saturated {
+            if let Ok(v) = i64::try_from(b.value) {
+                return self.int(v);
+            }
+        }
+        self.check_objects()?;
+        let idx = self.pickle.bigs.len();
+        self.pickle.bigs.push(b);
+        Ok(Handle::new(TAG_BIGINT, idx as u64))
+    }
+
+    fn float(&mut self, f: f64) -> Result<Handle, PickleError> {
+        self.check_objects()?;
+        let idx = self.pickle.floats.len();
+        self.pickle.floats.push(f);
+        Ok(Handle::new(TAG_FLOAT, idx as u64))
+    }
+
+    // ---- memo ----------------------------------------------------------------------------
+
+    fn memo_len(&self) -> u64 {
+        self.memo.len() as u64 + self.sparse_memo.len() as u64
+    }
+
+    fn memo_put(&mut self, idx: u64, h: Handle) -> Result<(), PickleError> {
+        if idx >= self.limits.max_memo_entries {
+            return Err(self.limit("a memo index", self.limits.max_memo_entries));
+        }
+        let dense = self.memo.len() as u64;
+        if idx < dense {
+            self.memo[idx as usize] = h;
+        } else if idx == dense {
+            if self.memo_len() >= self.limits.max_memo_entries {
+                return Err(self.limit("the number of memo entries", self.limits.max_memo_entries));
+            }
+            self.sparse_memo.remove(&idx);
+            self.memo.push(h);
+        } else {
+            if self.memo_len() >= self.limits.max_memo_entries {
+                return Err(self.limit("the number of memo entries", self.limits.max_memo_entries));
+            }
+            self.sparse_memo.insert(idx, h);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn memo_get(&self, idx: u64) -> Result<Handle, PickleError> {
+        if let Some(h) = usize::try_from(idx).ok().and_then(|i| self.memo.get(i)) {
+            return Ok(*h);
+        }
+        self.sparse_memo
+            .get(&idx)
+            .copied()
+            .ok_or_else(|| self.malformed(format!("memo entry {idx} is read before it was stored")))
+    }
+
+    // ---- text arguments --------------------------------------------------------------------
+
+    fn text<'t>(&self, line: &'t [u8], what: &str) -> Result<&'t str, PickleError> {
+        std::str::from_utf8(line)
+            .map_err(|_| self.malformed(format!("{what} argument is not text")))
+    }
+
+    fn decimal_index(&self, line: &[u8], what: &str) -> Result<u64, PickleError> {
+        let t = self.text(line, what)?.trim();
+        t.parse::<u64>()
+            .map_err(|_| self.malformed(format!("{what} argument {t:?} is not a memo index")))
+    }
+
+    // ---- the loop ------------------------------------------------------------------------
+
+    fn run(&mut self) -> Result<Handle, PickleError> {
+        loop {
+            self.op_at = self.pos;
+            let op = self.u8("an opcode")?;
+            match op {
+                // -- framing and control --
+                0x80 => {
+                    let v = self.u8("the PROTO version")?;
+                    if v > 5 {
+                        return Err(PickleError::UnsupportedProtocol {
+                            offset: self.op_at as u64,
+                            version: v,
+                        });
+                    }
+                    self.pickle.protocol = Some(v);
+                }
+                0x95 => {
+                    // FRAME: an 8-byte length that only helps buffered readers; we hold the
+                    // whole input, so the frame boundaries carry no information for us.
+                    self.take(8, "a FRAME length")?;
+                }
+                b'.' => {
+                    let h = self.pop("STOP")?;
+                    return Ok(h);
+                }
+                b'(' => {
+                    if (self.stack.len() + self.marks.len()) as u64 >= self.limits.max_stack_depth {
+                        return Err(self.limit(
+                            "the unpickler stack depth (nesting)",
+                            self.limits.max_stack_depth,
+                        ));
+                    }
+                    self.marks.push(self.stack.len());
+                }
+                b'0' => {
+                    // POP: like CPython, an empty stack above a MARK pops the MARK instead.
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() > floor {
+                        self.stack.pop();
+                    } else if let Some(m) = self.marks.pop() {
+                        self.stack.truncate(m);
+                    } else {
+                        return Err(self.malformed("POP on an empty stack"));
+                    }
+                }
+                b'1' => {
+                    let from = self.pop_mark("POP_MARK")?;
+                    self.stack.truncate(from);
+                }
+                b'2' => {
+                    let h = self.top("DUP")?;
+                    self.push(h)?;
+                }
+
+                // -- memo --
+                b'p' => {
+                    let line = self.line("a PUT index")?;
+                    let idx = self.decimal_index(line, "PUT")?;
+                    let h = self.top("PUT")?;
+                    self.memo_put(idx, h)?;
+                }
+                b'q' => {
+                    let idx = self.u8("a BINPUT index")? as u64;
+                    let h = self.top("BINPUT")?;
+                    self.memo_put(idx, h)?;
+                }
+                b'r' => {
+                    let idx = u32::from_le_bytes(self.take_array("a LONG_BINPUT index")?) as u64;
+                    let h = self.top("LONG_BINPUT")?;
+                    self.memo_put(idx, h)?;
+                }
+                0x94 => {
+                    let h = self.top("MEMOIZE")?;
+                    let idx = self.memo_len();
+                    self.memo_put(idx, h)?;
+                }
+                b'g' => {
+                    let line = self.line("a GET index")?;
+                    let idx = self.decimal_index(line, "GET")?;
+                    let h = self.memo_get(idx)?;
+                    self.push(h)?;
+                }
+                b'h' => {
+                    let idx = self.u8("a BINGET index")? as u64;
+                    let h = self.memo_get(idx)?;
+                    self.push(h)?;
+                }
+                b'j' => {
+                    let idx = u32::from_le_bytes(self.take_array("a LONG_BINGET index")?) as u64;
+                    let h = self.memo_get(idx)?;
+                    self.push(h)?;
+                }
+
+                // -- constants and numbers --
+                b'N' => self.push(Handle::NONE)?,
+                0x88 => self.push(Handle::new(TAG_BOOL, 1))?,
+                0x89 => self.push(Handle::new(TAG_BOOL, 0))?,
+                b'J' => {
+                    let v = i32::from_le_bytes(self.take_array("a BININT value")?);
+                    let h = self.int(v as i64)?;
+                    self.push(h)?;
+                }
+                b'K' => {
+                    let v = self.u8("a BININT1 value")?;
+                    self.push(Handle::new(TAG_INT, v as u64))?;
+                }
+                b'M' => {
+                    let v = u16::from_le_bytes(self.take_array("a BININT2 value")?);
+                    self.push(Handle::new(TAG_INT, v as u64))?;
+                }
+                0x8a => {
+                    let n = self.u8("a LONG1 length")? as usize;
+                    let bytes = self.take(n, "LONG1 digits")?;
+                    let h = self.big(twos_complement_le(bytes))?;
+                    self.push(h)?;
+                }
+                0x8b => {
+                    let n = i32::from_le_bytes(self.take_array("a LONG4 length")?);
+                    if n < 0 {
+                        return Err(self.malformed(format!("LONG4 has a negative length ({n})")));
+                    }
+                    let n = self.length(n as u64)?;
+                    let bytes = self.take(n, "LONG4 digits")?;
+                    let h = self.big(twos_complement_le(bytes))?;
+                    self.push(h)?;
+                }
+                b'I' => {
+                    let line = self.line("an INT value")?;
+                    let h = match line {
+                        // Protocol 0 writes True and False as INT 01 / 00.
+                        b"01" => Handle::new(TAG_BOOL, 1),
+                        b"00" => Handle::new(TAG_BOOL, 0),
+                        _ => {
+                            let t = self.text(line, "INT")?;
+                            let b = parse_decimal(t.trim()).ok_or_else(|| {
+                                self.malformed(format!("INT argument {t:?} is not an integer"))
+                            })?;
+                            self.big(b)?
+                        }
+                    };
+                    self.push(h)?;
+                }
+                b'L' => {
+                    let line = self.line("a LONG value")?;
+                    let t = self.text(line, "LONG")?.trim();
+                    let t = t.strip_suffix('L').unwrap_or(t);
+                    let b = parse_decimal(t).ok_or_else(|| {
+                        self.malformed(format!("LONG argument {t:?} is not an integer"))
+                    })?;
+                    let h = self.big(b)?;
+                    self.push(h)?;
+                }
+                b'G' => {
+                    let v = f64::from_be_bytes(self.take_array("a BINFLOAT value")?);
+                    let h = self.float(v)?;
+                    self.push(h)?;
+                }
+                b'F' => {
+                    let line = self.line("a FLOAT value")?;
+                    let t = self.text(line, "FLOAT")?.trim();
+                    let v: f64 = t.parse().map_err(|_| {
+                        self.malformed(format!("FLOAT argument {t:?} is not a number"))
+                    })?;
+                    let h = self.float(v)?;
+                    self.push(h)?;
+                }
+
+                // -- strings and bytes --
+                0x8c => {
+                    let n = self.u8("a SHORT_BINUNICODE length")? as usize;
+                    let start = self.pos;
+                    self.take(n, "SHORT_BINUNICODE text")?;
+                    let h = self.str_in_input(start, n)?;
+                    self.push(h)?;
+                }
+                b'X' => {
+                    let n = u32::from_le_bytes(self.take_array("a BINUNICODE length")?);
+                    let n = self.length(n as u64)?;
+                    let start = self.pos;
+                    self.take(n, "BINUNICODE text")?;
+                    let h = self.str_in_input(start, n)?;
+                    self.push(h)?;
+                }
+                0x8d => {
+                    let n = u64::from_le_bytes(self.take_array("a BINUNICODE8 length")?);
+                    let n = self.length(n)?;
+                    let start = self.pos;
+                    self.take(n, "BINUNICODE8 text")?;
+                    let h = self.str_in_input(start, n)?;
+                    self.push(h)?;
+                }
+                b'V' => {
+                    let line = self.line("UNICODE text")?;
+                    let s = decode_raw_unicode_escape(line);
+                    let h = self.owned_str(&s)?;
+                    self.push(h)?;
+                }
+                b'U' => {
+                    let n = self.u8("a SHORT_BINSTRING length")? as usize;
+                    let start = self.pos;
+                    self.take(n, "SHORT_BINSTRING bytes")?;
+                    let h = self.py2_string(start, n)?;
+                    self.push(h)?;
+                }
+                b'T' => {
+                    let n = i32::from_le_bytes(self.take_array("a BINSTRING length")?);
+                    if n < 0 {
+                        return Err(
+                            self.malformed(format!("BINSTRING has a negative length ({n})"))
+                        );
+                    }
+                    let n = self.length(n as u64)?;
+                    let start = self.pos;
+                    self.take(n, "BINSTRING bytes")?;
+                    let h = self.py2_string(start, n)?;
+                    self.push(h)?;
+                }
+                b'S' => {
+                    let line = self.line("STRING text")?;
+                    let bytes = decode_python_string_literal(line)
+                        .ok_or_else(|| self.malformed("STRING argument is not a quoted string"))?;
+                    let h = match String::from_utf8(bytes) {
+                        Ok(s) => self.owned_str(&s)?,
+                        Err(e) => self.owned_bytes(e.as_bytes())?,
+                    };
+                    self.push(h)?;
+                }
+                b'C' => {
+                    let n = self.u8("a SHORT_BINBYTES length")? as usize;
+                    let start = self.pos;
+                    self.take(n, "SHORT_BINBYTES bytes")?;
+                    let h = self.new_blob(
+                        TAG_BYTES,
+                        Blob {
+                            start,
+                            len: n,
+                            owned: false,
+                        },
+                    )?;
+                    self.push(h)?;
+                }
+                b'B' => {
+                    let n = u32::from_le_bytes(self.take_array("a BINBYTES length")?);
+                    let n = self.length(n as u64)?;
+                    let start = self.pos;
+                    self.take(n, "BINBYTES bytes")?;
+                    let h = self.new_blob(
+                        TAG_BYTES,
+                        Blob {
+                            start,
+                            len: n,
+                            owned: false,
+                        },
+                    )?;
+                    self.push(h)?;
+                }
+                0x8e | 0x96 => {
+                    let what = if op == 0x8e {
+                        "a BINBYTES8 length"
+                    } else {
+                        "a BYTEARRAY8 length"
+                    };
+                    let n = u64::from_le_bytes(self.take_array(what)?);
+                    let n = self.length(n)?;
+                    let start = self.pos;
+                    self.take(n, "BINBYTES8/BYTEARRAY8 bytes")?;
+                    let h = self.new_blob(
+                        TAG_BYTES,
+                        Blob {
+                            start,
+                            len: n,
+                            owned: false,
+                        },
+                    )?;
+                    self.push(h)?;
+                }
+
+                // -- containers --
+                b')' => {
+                    let h = self.new_container(TAG_TUPLE)?;
+                    self.push(h)?;
+                }
+                b't' => self.container_from_mark(TAG_TUPLE, "TUPLE")?,
+                0x85 => self.tuple_of(1, "TUPLE1")?,
+                0x86 => self.tuple_of(2, "TUPLE2")?,
+                0x87 => self.tuple_of(3, "TUPLE3")?,
+                b']' => {
+                    let h = self.new_container(TAG_LIST)?;
+                    self.push(h)?;
+                }
+                b'l' => self.container_from_mark(TAG_LIST, "LIST")?,
+                b'a' => {
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + 2 {
+                        return Err(self.malformed("APPEND needs a list and a value on the stack"));
+                    }
+                    let target = self.stack[self.stack.len() - 2];
+                    if target.tag() != TAG_LIST {
+                        return Err(self.malformed(format!(
+                            "APPEND target is a {}, not a list",
+                            self.pickle.value(target).type_name()
+                        )));
+                    }
+                    let from = self.stack.len() - 1;
+                    self.append_from_stack(target.index(), from, 1)?;
+                }
+                b'e' => {
+                    let from = self.pop_mark("APPENDS")?;
+                    let target = self.target_below_mark(from, "APPENDS")?;
+                    if target.tag() != TAG_LIST {
+                        return Err(self.malformed(format!(
+                            "APPENDS target is a {}, not a list",
+                            self.pickle.value(target).type_name()
+                        )));
+                    }
+                    let n = self.stack.len() - from;
+                    self.append_from_stack(target.index(), from, n)?;
+                }
+                b'}' => {
+                    let h = self.new_container(TAG_DICT)?;
+                    self.push(h)?;
+                }
+                b'd' => self.container_from_mark(TAG_DICT, "DICT")?,
+                b's' => {
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    if self.stack.len() < floor + 3 {
+                        return Err(
+                            self.malformed("SETITEM needs a dict, a key and a value on the stack")
+                        );
+                    }
+                    let target = self.stack[self.stack.len() - 3];
+                    if target.tag() != TAG_DICT {
+                        return Err(self.malformed(format!(
+                            "SETITEM target is a {}, not a dict",
+                            self.pickle.value(target).type_name()
+                        )));
+                    }
+                    let from = self.stack.len() - 2;
+                    self.append_from_stack(target.index(), from, 1)?;
+                }
+                b'u' => {
+                    let from = self.pop_mark("SETITEMS")?;
+                    let target = self.target_below_mark(from, "SETITEMS")?;
+                    if target.tag() != TAG_DICT {
+                        return Err(self.malformed(format!(
+                            "SETITEMS target is a {}, not a dict",
+                            self.pickle.value(target).type_name()
+                        )));
+                    }
+                    let n = self.stack.len() - from;
+                    if n % 2 != 0 {
+                        return Err(self.malformed(format!(
+                            "SETITEMS needs key/value pairs but has an odd number of items ({n})"
+                        )));
+                    }
+                    self.append_from_stack(target.index(), from, n / 2)?;
+                }
+                0x8f => {
+                    let h = self.new_container(TAG_SET)?;
+                    self.push(h)?;
+                }
+                0x90 => {
+                    let from = self.pop_mark("ADDITEMS")?;
+                    let target = self.target_below_mark(from, "ADDITEMS")?;
+                    if target.tag() != TAG_SET {
+                        return Err(self.malformed(format!(
+                            "ADDITEMS target is a {}, not a set",
+                            self.pickle.value(target).type_name()
+                        )));
+                    }
+                    let n = self.stack.len() - from;
+                    self.append_from_stack(target.index(), from, n)?;
+                }
+                0x91 => self.container_from_mark(TAG_FROZENSET, "FROZENSET")?,
+
+                // -- code: refused, never executed --
+                b'c' | b'i' => {
+                    // GLOBAL / INST name a module and attribute on two text lines. Read them
+                    // (bounded) only to say what the file wanted to import.
+                    let module = self
+                        .line("a GLOBAL module name")
+                        .map(|l| String::from_utf8_lossy(l).into_owned());
+                    let name = self
+                        .line("a GLOBAL attribute name")
+                        .map(|l| String::from_utf8_lossy(l).into_owned());
+                    let detail = match (module, name) {
+                        (Ok(m), Ok(n)) => format!(
+                            "imports `{}.{}`",
+                            truncate_for_message(&m),
+                            truncate_for_message(&n)
+                        ),
+                        _ => "imports a Python object".to_string(),
+                    };
+                    return Err(self.refused(op, detail));
+                }
+                0x93 => {
+                    let floor = self.marks.last().copied().unwrap_or(0);
+                    let detail = if self.stack.len() >= floor + 2 {
+                        let m = self.pickle.as_str(self.stack[self.stack.len() - 2]);
+                        let n = self.pickle.as_str(self.stack[self.stack.len() - 1]);
+                        match (m, n) {
+                            (Some(m), Some(n)) => format!(
+                                "imports `{}.{}`",
+                                truncate_for_message(m),
+                                truncate_for_message(n)
+                            ),
+                            _ => "imports a Python object".to_string(),
+                        }
+                    } else {
+                        "imports a Python object".to_string()
+                    };
+                    return Err(self.refused(op, detail));
+                }
+                b'R' | b'o' | 0x81 | 0x92 => {
+                    return Err(self.refused(op, "calls a Python object".to_string()));
+                }
+                b'b' => {
+                    return Err(self.refused(
+                        op,
+                        "sets an object's state (calls __setstate__)".to_string(),
+                    ));
+                }
+                b'P' | b'Q' => {
+                    return Err(self.refused(
+                        op,
+                        "asks for a persistent object from the loading program".to_string(),
+                    ));
+                }
+                0x82..=0x84 => {
+                    return Err(
+                        self.refused(op, "looks up a registered extension object".to_string())
+                    );
+                }
+                0x97 | 0x98 => {
+                    return Err(self.refused(
+                        op,
+                        "uses an out-of-band buffer supplied by the loading program".to_string(),
+                    ));
+                }
+
+                _ => {
+                    return Err(PickleError::UnknownOpcode {
+                        offset: self.op_at as u64,
+                        opcode: op,
+                    });
+                }
+            }
+        }
+    }
+
+    fn refused(&self, op: u8, detail: String) -> PickleError {
+        PickleError::RefusedCode {
+            offset: self.op_at as u64,
+            opcode: op,
+            name: opcode_name(op),
+            detail,
+        }
+    }
+}
+
+fn truncate_for_message(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// Little-endian two's-complement bytes (LONG1/LONG4) as an integer, exact up to 128 bits.
+fn twos_complement_le(bytes: &[u8]) -> BigInt {
+    let Some(&last) = bytes.last() else {
+        return BigInt {
+            value: 0,
+            saturated: false,
+        };
+    };
+    let negative = last & 0x80 != 0;
+    let ext = if negative { 0xFF } else { 0x00 };
+    // Python writes the minimal length, but a hand-made file may pad with sign bytes:
+    // drop them before deciding whether the value fits.
+    let mut len = bytes.len();
+    while len > 1 && bytes[len - 1] == ext && (bytes[len - 2] & 0x80 != 0) == negative {
+        len -= 1;
+    }
+    if len > 16 {
+        return BigInt {
+            value: if negative { i128::MIN } else { i128::MAX },
+            saturated: true,
+        };
+    }
+    let mut buf = [ext; 16];
+    buf[..len].copy_from_slice(&bytes[..len]);
+    BigInt {
+        value: i128::from_le_bytes(buf),
+        saturated: false,
+    }
+}
+
+/// A decimal integer of any length (INT/LONG text), exact up to 128 bits, else saturated.
+fn parse_decimal(t: &str) -> Option<BigInt> {
+    let (negative, digits) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for b in digits.bytes() {
+        let d = (b - b'0') as i128;
+        let next = v.checked_mul(10).and_then(|x| {
+            if negative {
+                x.checked_sub(d)
+            } else {
+                x.checked_add(d)
+            }
+        });
+        match next {
+            Some(n) => v = n,
+            None => {
+                return Some(BigInt {
+                    value: if negative { i128::MIN } else { i128::MAX },
+                    saturated: true,
+                });
+            }
+        }
+    }
+    Some(BigInt {
+        value: v,
+        saturated: false,
+    })
+}
+
+/// Python's `raw-unicode-escape` (protocol-0 UNICODE): `\uXXXX` and `\UXXXXXXXX` escapes,
+/// every other byte is a Latin-1 character.
+fn decode_raw_unicode_escape(line: &[u8]) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    while i < line.len() {
+        let b = line[i];
+        if b == b'\\' && i + 1 < line.len() && (line[i + 1] == b'u' || line[i + 1] == b'U') {
+            let width = if line[i + 1] == b'u' { 4 } else { 8 };
+            let hex = line
+                .get(i + 2..i + 2 + width)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            if let Some(code) = hex.and_then(|h| u32::from_str_radix(h, 16).ok()) {
+                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                i += 2 + width;
+                continue;
+            }
+        }
+        out.push(b as char);
+        i += 1;
+    }
+    out
+}
+
+/// A protocol-0 STRING argument: a Python 2 `repr()` of a byte string, quoted with `'` or `"`.
+fn decode_python_string_literal(line: &[u8]) -> Option<Vec<u8>> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let (&q, rest) = line.split_first()?;
+    if q != b'\'' && q != b'"' {
+        return None;
+    }
+    let body = rest.strip_suffix(&[q])?;
+    let mut out = Vec::with_capacity(body.len());
+    let mut i = 0;
+    while i < body.len() {
+        let b = body[i];
+        if b != b'\\' {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        let Some(&e) = body.get(i + 1) else {
+            out.push(b'\\');
+            break;
+        };
+        i += 2;
+        match e {
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'r' => out.push(b'\r'),
+            b'a' => out.push(0x07),
+            b'b' => out.push(0x08),
+            b'f' => out.push(0x0c),
+            b'v' => out.push(0x0b),
+            b'\\' | b'\'' | b'"' => out.push(e),
+            b'\n' => {}
+            b'x' => {
+                let hex = body.get(i..i + 2).and_then(|h| std::str::from_utf8(h).ok());
+                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.extend_from_slice(b"\\x"),
+                }
+            }
+            b'0'..=b'7' => {
+                let mut v: u32 = (e - b'0') as u32;
+                let mut n = 1;
+                while n < 3 {
+                    match body.get(i) {
+                        Some(&d @ b'0'..=b'7') => {
+                            v = v * 8 + (d - b'0') as u32;
+                            i += 1;
+                            n += 1;
+                        }
+                        _ => break,
+                    }
+                }
+                out.push((v & 0xFF) as u8);
+            }
+            other => {
+                out.push(b'\\');
+                out.push(other);
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether the first bytes of an input look like a pickle, for content sniffing.
+///
+/// Protocol 2+ starts with `PROTO` (0x80) and a version 2–5. Protocols 0 and 1 have no
+/// header; we accept the openings Python writes for a top-level dict or list, which are
+/// what a snapshot (or a pickled `memory_snapshot()` list) starts with.
+pub fn looks_like_pickle(head: &[u8]) -> bool {
+    match head {
+        [0x80, v, ..] => (2..=5).contains(v),
+        // Protocol 0: MARK, DICT/LIST, PUT 0.
+        [b'(', b'd' | b'l', b'p', b'0', ..] => true,
+        // Protocol 1: EMPTY_DICT/EMPTY_LIST, then BINPUT 0 or MARK.
+        [b'}' | b']', b'q', 0, ..] => true,
+        [b'}' | b']', b'(', ..] => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(bytes: &[u8]) -> Result<Pickle<'_>, PickleError> {
+        Pickle::parse(bytes, &PickleLimits::default())
+    }
+
+    #[test]
+    fn handles_are_four_bytes() {
+        assert_eq!(std::mem::size_of::<Handle>(), 4);
+    }
+
+    #[test]
+    fn inline_ints_round_trip_at_the_edges() {
+        let mut buf = vec![0x80, 4, 0x8a, 8];
+        buf.extend_from_slice(&INLINE_INT_MAX.to_le_bytes());
+        buf.push(b'.');
+        let p = parse(&buf).unwrap();
+        assert_eq!(p.value(p.root()), Value::Int(INLINE_INT_MAX));
+        for v in [
+            INLINE_INT_MIN,
+            INLINE_INT_MIN - 1,
+            i64::MIN,
+            i64::MAX,
+            -1,
+            0,
+        ] {
+            let mut buf = vec![0x80, 4, 0x8a, 8];
+            buf.extend_from_slice(&v.to_le_bytes());
+            buf.push(b'.');
+            let p = parse(&buf).unwrap();
+            assert_eq!(p.value(p.root()), Value::Int(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn nine_byte_long1_is_u64_max() {
+        // pickle.dumps(2**64 - 1, protocol=4)
+        let buf = b"\x80\x04\x95\x0e\x00\x00\x00\x00\x00\x00\x00\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00.";
+        let p = parse(buf).unwrap();
+        match p.value(p.root()) {
+            Value::BigInt(b) => {
+                assert_eq!(b.to_u64(), Some(u64::MAX));
+                assert!(!b.saturated);
+            }
+            other => panic!("expected a big int, got {other:?}"),
+        }
+        assert_eq!(p.as_u64(p.root()), Some(u64::MAX));
+    }
+
+    #[test]
+    fn long4_with_thousands_of_digits_saturates() {
+        let mut buf = vec![0x80, 4, 0x8b];
+        buf.extend_from_slice(&3000i32.to_le_bytes());
+        buf.extend(std::iter::repeat_n(0x11, 2999));
+        buf.push(0x01);
+        buf.push(b'.');
+        let p = parse(&buf).unwrap();
+        assert_eq!(
+            p.value(p.root()),
+            Value::BigInt(BigInt {
+                value: i128::MAX,
+                saturated: true
+            })
+        );
+        // Negative, and sign-padded (still small).
+        let mut buf = vec![0x80, 4, 0x8b];
+        buf.extend_from_slice(&40i32.to_le_bytes());
+        buf.push(0xFE);
+        buf.extend(std::iter::repeat_n(0xFF, 39));
+        buf.push(b'.');
+        let p = parse(&buf).unwrap();
+        assert_eq!(p.value(p.root()), Value::Int(-2));
+    }
+
+    #[test]
+    fn text_longs_and_ints() {
+        let p = parse(b"L340282366920938463463374607431768211456L\n.").unwrap();
+        assert_eq!(
+            p.value(p.root()),
+            Value::BigInt(BigInt {
+                value: i128::MAX,
+                saturated: true
+            })
+        );
+        let p = parse(b"L18446744073709551615L\n.").unwrap();
+        assert_eq!(p.as_u64(p.root()), Some(u64::MAX));
+        let p = parse(b"I-42\n.").unwrap();
+        assert_eq!(p.value(p.root()), Value::Int(-42));
+        let p = parse(b"I01\n.").unwrap();
+        assert_eq!(p.value(p.root()), Value::Bool(true));
+    }
+
+    #[test]
+    fn text_strings_decode_escapes() {
+        let p = parse(b"S'a\\'b\\x41\\n\\101'\np0\n.").unwrap();
+        assert_eq!(p.value(p.root()), Value::Str("a'bA\nA"));
+        let p = parse(b"V\xe9\\u20ac\\U0001f600\np0\n.").unwrap();
+        assert_eq!(p.value(p.root()), Value::Str("é€😀"));
+    }
+
+    #[test]
+    fn sharing_is_kept_by_handle() {
+        // [f, f] where f = {"a": 1}, protocol 4 with MEMOIZE.
+        let buf = b"\x80\x04]\x94(}\x94\x8c\x01a\x94K\x01sh\x01e.";
+        let p = parse(buf).unwrap();
+        let list = p.as_sequence(p.root()).unwrap();
+        let items: Vec<Handle> = p.items(list).collect();
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[0], items[1],
+            "the same dict object must come back as the same handle"
+        );
+        let d = p.as_dict(items[0]).unwrap();
+        assert_eq!(p.dict_get(d, "a").and_then(|h| p.as_i64(h)), Some(1));
+    }
+
+    #[test]
+    fn self_referencing_list_does_not_loop() {
+        // l = []; l.append(l)
+        let p = parse(b"\x80\x02]q\x00h\x00a.").unwrap();
+        let list = p.as_sequence(p.root()).unwrap();
+        assert_eq!(p.items(list).collect::<Vec<_>>(), vec![p.root()]);
+    }
+
+    #[test]
+    fn appends_after_other_containers_chain_chunks() {
+        // Protocol 1 style: a list filled by single APPENDs, with a nested list built in
+        // between, so the outer list's elements are not contiguous in the arena.
+        let p = parse(b"]q\x00K\x01a](K\x02K\x03eaK\x04a.").unwrap();
+        let outer = p.as_sequence(p.root()).unwrap();
+        let items: Vec<Value> = p.items(outer).map(|h| p.value(h)).collect();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0], Value::Int(1));
+        assert!(matches!(items[1], Value::List(_)));
+        assert_eq!(items[2], Value::Int(4));
+        assert_eq!(p.len(outer), 3);
+    }
+
+    #[test]
+    fn pop_on_empty_marked_stack_pops_the_mark() {
+        let p = parse(b"K\x07(0.").unwrap();
+        assert_eq!(p.value(p.root()), Value::Int(7));
+    }
+
+    #[test]
+    fn refuses_code_with_offset_and_name() {
+        let err = parse(b"\x80\x02cos\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.")
+            .unwrap_err();
+        match &err {
+            PickleError::RefusedCode {
+                offset,
+                name,
+                detail,
+                ..
+            } => {
+                assert_eq!(*offset, 2);
+                assert_eq!(*name, "GLOBAL");
+                assert!(detail.contains("os.system"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(err.to_string().contains("import or call code"), "{err}");
+    }
+
+    #[test]
+    fn truncation_reports_what_was_being_read() {
+        let err = parse(b"\x80\x04X\x10\x00").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "truncated at byte 5 while reading a BINUNICODE length"
+        );
+    }
+
+    #[test]
+    fn unknown_memo_reference_is_an_error() {
+        let err = parse(b"\x80\x04h\x05.").unwrap_err();
+        assert!(
+            matches!(err, PickleError::Malformed { offset: 2, .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn sparse_memo_indices_work_without_huge_allocation() {
+        // LONG_BINPUT 1,000,000 then LONG_BINGET 1,000,000.
+        let p = parse(b"K\x09r\x40\x42\x0f\x000j\x40\x42\x0f\x00.").unwrap();
+        assert_eq!(p.value(p.root()), Value::Int(9));
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let limits = PickleLimits {
+            max_container_len: 2,
+            ..PickleLimits::default()
+        };
+        let err = Pickle::parse(b"](K\x01K\x02K\x03e.", &limits).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PickleError::LimitExceeded {
+                    what: "a container's length",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let limits = PickleLimits {
+            max_string_bytes: 3,
+            ..PickleLimits::default()
+        };
+        let err = Pickle::parse(b"X\x04\x00\x00\x00abcd.", &limits).unwrap_err();
+        assert!(matches!(err, PickleError::LimitExceeded { .. }), "{err:?}");
+        let limits = PickleLimits {
+            max_input_bytes: 2,
+            ..PickleLimits::default()
+        };
+        assert!(Pickle::parse(b"K\x01.", &limits).is_err());
+    }
+
+    #[test]
+    fn sniffing() {
+        assert!(looks_like_pickle(b"\x80\x04\x95"));
+        assert!(looks_like_pickle(b"\x80\x05"));
+        assert!(looks_like_pickle(b"(dp0\nS'segments'"));
+        assert!(looks_like_pickle(b"}q\x00(X"));
+        assert!(looks_like_pickle(b"]q\x00(}"));
+        assert!(!looks_like_pickle(b"\x80\x09"));
+        assert!(!looks_like_pickle(
+            b"torch.OutOfMemoryError: CUDA out of memory"
+        ));
+        assert!(!looks_like_pickle(b""));
+        assert!(!looks_like_pickle(b"{\"segments\": []}"));
+    }
+}

@@ -1,0 +1,1320 @@
+//! The typed snapshot model and the decoder from a [`Pickle`] into it.
+//!
+//! This module owns the schema knowledge of `snapshot-format.md` §1: every generation from
+//! the 1.13 bare segment list to 2.15 (legacy `history` blocks without `address`, 2.1+
+//! blocks, `device_traces`, `time_us`, `allocator_settings`, `external_annotations`,
+//! `compile_context`, `user_metadata`, `forward_frames`, `pool_id` tuples, `host_*`).
+//! Unknown keys are ignored; missing or ill-typed fields fall back to defaults and are
+//! counted as [`Anomalies`], so one odd field does not cost the user the whole diagnosis.
+//! Only structural problems (the top level is not a snapshot at all) are errors.
+//!
+//! Frames are interned once: a [`FrameTable`] holds each distinct frame and each distinct
+//! frame list, and entries refer to lists by [`FrameListId`]. Interning goes by pickle
+//! object identity first (PyTorch reuses one dict per frame and one list per identical
+//! traceback, so a million entries usually resolve through a few thousand lookups), then by
+//! content, so pickles written without sharing dedupe too.
+//!
+//! The decoder walks shared structures through handles; a memo bomb that makes it visit far
+//! more elements than the file could hold is stopped by the walk budget
+//! ([`PickleLimits::walk_budget`]).
+
+use serde::Serialize;
+
+use super::fxhash::{FxHashMap, new_map};
+use crate::ingest::snapshot::pickle::{ContainerId, Handle, Pickle, PickleLimits, Value};
+
+/// Index into [`FrameTable::frames`].
+pub type FrameId = u32;
+
+/// Index of an interned frame list; [`FrameListId::EMPTY`] is the empty list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct FrameListId(pub u32);
+
+impl FrameListId {
+    pub const EMPTY: FrameListId = FrameListId(0);
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// One stack frame, innermost first in a list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Frame {
+    pub filename: Box<str>,
+    pub line: i64,
+    pub name: Box<str>,
+}
+
+/// Every distinct frame and frame list of a snapshot.
+#[derive(Debug, Default)]
+pub struct FrameTable {
+    pub frames: Vec<Frame>,
+    /// `(start, len)` into `ids` per list; list 0 is the empty list.
+    lists: Vec<(u32, u32)>,
+    ids: Vec<FrameId>,
+}
+
+impl FrameTable {
+    fn new() -> Self {
+        FrameTable {
+            frames: Vec::new(),
+            lists: vec![(0, 0)],
+            ids: Vec::new(),
+        }
+    }
+
+    /// The frame ids of a list, innermost first.
+    pub fn list(&self, id: FrameListId) -> &[FrameId] {
+        match self.lists.get(id.0 as usize) {
+            Some(&(start, len)) => self
+                .ids
+                .get(start as usize..(start + len) as usize)
+                .unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    /// A frame by id.
+    pub fn frame(&self, id: FrameId) -> Option<&Frame> {
+        self.frames.get(id as usize)
+    }
+
+    /// Number of distinct frame lists, the empty list included.
+    pub fn list_count(&self) -> usize {
+        self.lists.len()
+    }
+}
+
+/// Which allocator pool a segment's blocks come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SegmentType {
+    Small,
+    Large,
+    Unknown,
+}
+
+/// A block's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockState {
+    /// In use by a tensor.
+    ActiveAllocated,
+    /// Freed by the user, waiting for other streams (`record_stream`); still unusable.
+    /// PyTorch emits `active_pending_free`; its docstring says `active_awaiting_free`.
+    ActivePendingFree,
+    /// Free and cached.
+    Inactive,
+    Unknown,
+}
+
+impl BlockState {
+    /// Holds memory that the allocator cannot hand out (allocated or pending free).
+    pub fn is_active(self) -> bool {
+        matches!(
+            self,
+            BlockState::ActiveAllocated | BlockState::ActivePendingFree
+        )
+    }
+}
+
+/// One block of a segment.
+#[derive(Clone, Copy, Debug)]
+pub struct Block {
+    pub address: u64,
+    pub size: u64,
+    pub requested_size: u64,
+    pub state: BlockState,
+    pub frames: FrameListId,
+    /// The block had no `address` (legacy layout): it was computed from the segment base.
+    pub address_computed: bool,
+}
+
+/// One segment (a cudaMalloc, or a contiguous mapped range of an expandable segment).
+#[derive(Clone, Debug)]
+pub struct Segment {
+    pub device: i64,
+    pub address: u64,
+    pub total_size: u64,
+    pub allocated_size: u64,
+    pub active_size: u64,
+    pub requested_size: u64,
+    pub stream: u64,
+    pub segment_type: SegmentType,
+    /// `(0, 0)` is the default pool; anything else is a private pool (CUDA graph, MemPool).
+    pub pool_id: (i64, i64),
+    pub is_expandable: bool,
+    pub frames: FrameListId,
+    /// Range into [`Snapshot::blocks`].
+    pub blocks: std::ops::Range<u32>,
+}
+
+impl Segment {
+    pub fn is_private_pool(&self) -> bool {
+        self.pool_id != (0, 0)
+    }
+}
+
+/// A trace action (the strings are stable across versions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    SegmentAlloc,
+    SegmentFree,
+    SegmentMap,
+    SegmentUnmap,
+    Oom,
+    Snapshot,
+    Annotate,
+    Other,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Alloc => "alloc",
+            Action::FreeRequested => "free_requested",
+            Action::FreeCompleted => "free_completed",
+            Action::SegmentAlloc => "segment_alloc",
+            Action::SegmentFree => "segment_free",
+            Action::SegmentMap => "segment_map",
+            Action::SegmentUnmap => "segment_unmap",
+            Action::Oom => "oom",
+            Action::Snapshot => "snapshot",
+            Action::Annotate => "annotate",
+            Action::Other => "other",
+        }
+    }
+}
+
+/// `time_us` was absent (before 2.2).
+pub const NO_TIME: i64 = i64::MIN;
+const NO_EXTRA: u32 = u32::MAX;
+const NO_LIST: u32 = u32::MAX;
+
+/// One trace event. Compact (48 bytes): a million of them are normal.
+#[derive(Clone, Copy, Debug)]
+pub struct TraceEntry {
+    pub addr: u64,
+    pub size: u64,
+    pub stream: u64,
+    /// Microseconds since the epoch, or [`NO_TIME`].
+    pub time_us: i64,
+    pub frames: FrameListId,
+    extra: u32,
+    pub action: Action,
+}
+
+impl TraceEntry {
+    pub fn time(&self) -> Option<i64> {
+        (self.time_us != NO_TIME).then_some(self.time_us)
+    }
+}
+
+/// Rare per-entry fields, kept out of [`TraceEntry`] to keep it small.
+#[derive(Clone, Debug, Default)]
+pub struct EntryExtra {
+    /// Only on `oom`: device-wide free bytes (cudaMemGetInfo).
+    pub device_free: Option<u64>,
+    /// `compile_context` when not `N/A`.
+    pub compile_context: Option<Box<str>>,
+    /// `user_metadata` when not empty.
+    pub user_metadata: Option<Box<str>>,
+    /// 2.11+: the forward-pass stack of a backward allocation, one preformatted line each.
+    pub forward_frames: Option<Vec<Box<str>>>,
+    /// 2.12+: the event's pool when not the default `(0, 0)`.
+    pub pool_id: Option<(i64, i64)>,
+    /// 2.15+.
+    pub internal_metadata: Option<Box<str>>,
+    /// Profiler-made snapshots: the tensor category (`activation`, `parameter`, ...).
+    pub category: Option<Box<str>>,
+}
+
+/// `allocator_settings` (2.3+).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AllocatorSettings {
+    /// `PYTORCH_CUDA_ALLOC_CONF` as last parsed (`""` when unset).
+    pub alloc_conf: Option<String>,
+    /// Bytes; `None` when unlimited (PyTorch writes -1).
+    pub max_split_size: Option<u64>,
+    pub garbage_collection_threshold: Option<f64>,
+    pub expandable_segments: Option<bool>,
+    pub release_lock_on_cudamalloc: Option<bool>,
+    pub pinned_use_cuda_host_register: Option<bool>,
+    pub pinned_num_register_threads: Option<i64>,
+    pub graph_capture_record_stream_reuse: Option<bool>,
+    /// `(size bucket in MiB, divisions)` for the buckets with divisions > 0.
+    pub roundup_power2_divisions: Vec<(String, i64)>,
+}
+
+/// One `external_annotations` record (2.5+), e.g. `ProfilerStep#3` START.
+#[derive(Clone, Debug, Serialize)]
+pub struct Annotation {
+    pub name: String,
+    pub stage: String,
+    pub device: i64,
+    pub time_us: i64,
+}
+
+/// Which top-level shape the file has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// A bare list of segments: 1.13 `_snapshot()`, or `memory_snapshot()` of any version.
+    SegmentList,
+    /// A dict with `segments` (and usually `device_traces`): 2.0+.
+    Dict,
+}
+
+/// Which optional features the file shows; drives the version fingerprint (§1.9).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Markers {
+    pub has_device_traces: bool,
+    pub has_allocator_settings: bool,
+    pub has_external_annotations: bool,
+    pub has_host_segments: bool,
+    /// Any block with `history` or without `address` (legacy 1.13/2.0 layout).
+    pub legacy_blocks: bool,
+    /// Legacy blocks carry `requested_size` (2.0, not 1.13).
+    pub legacy_requested_size: bool,
+    pub segment_pool_id: bool,
+    pub trace_entries: usize,
+    pub time_us: bool,
+    pub compile_context: bool,
+    pub user_metadata: bool,
+    pub graph_capture_record_stream_reuse: bool,
+    pub forward_frames: bool,
+    pub pool_id: bool,
+    pub annotate_action: bool,
+    pub internal_metadata: bool,
+    pub category: bool,
+}
+
+/// Non-fatal oddities met while decoding: counted, with the first few places named.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Anomalies {
+    pub count: u64,
+    pub examples: Vec<String>,
+}
+
+impl Anomalies {
+    const MAX_EXAMPLES: usize = 10;
+
+    pub fn note(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        if self.examples.len() < Self::MAX_EXAMPLES {
+            self.examples.push(what());
+        }
+    }
+}
+
+/// A decoded snapshot.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub layout: Layout,
+    pub protocol: Option<u8>,
+    pub segments: Vec<Segment>,
+    pub blocks: Vec<Block>,
+    /// Indexed by device ordinal, oldest entry first.
+    pub traces: Vec<Vec<TraceEntry>>,
+    pub host_segments: Vec<Segment>,
+    pub host_traces: Vec<Vec<TraceEntry>>,
+    pub frames: FrameTable,
+    pub extras: Vec<EntryExtra>,
+    pub allocator_settings: Option<AllocatorSettings>,
+    pub annotations: Vec<Annotation>,
+    pub markers: Markers,
+    pub anomalies: Anomalies,
+}
+
+impl Snapshot {
+    /// The blocks of a segment.
+    pub fn blocks_of(&self, seg: &Segment) -> &[Block] {
+        self.blocks
+            .get(seg.blocks.start as usize..seg.blocks.end as usize)
+            .unwrap_or(&[])
+    }
+
+    /// The rare fields of an entry.
+    pub fn extra(&self, e: &TraceEntry) -> Option<&EntryExtra> {
+        if e.extra == NO_EXTRA {
+            None
+        } else {
+            self.extras.get(e.extra as usize)
+        }
+    }
+}
+
+/// Why a pickle is not a snapshot.
+#[derive(Debug)]
+pub struct NotASnapshot {
+    /// What was found, in words (`a dict with keys [a, b]`, `a list of 3 ints`).
+    pub found: String,
+}
+
+/// Why decoding stopped.
+#[derive(Debug)]
+pub enum DecodeError {
+    NotASnapshot(NotASnapshot),
+    /// The walk budget ran out: a memo bomb, or a limit set too low.
+    WalkBudget {
+        limit: u64,
+        path: String,
+    },
+}
+
+/// Known strings: keys, actions, states. Resolved once per string object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Sym {
+    Unknown = 1,
+    // top level
+    Segments,
+    DeviceTraces,
+    AllocatorSettings,
+    ExternalAnnotations,
+    HostSegments,
+    HostTraces,
+    // segment / block
+    Device,
+    Address,
+    TotalSize,
+    AllocatedSize,
+    ActiveSize,
+    RequestedSize,
+    Stream,
+    SegmentType,
+    SegmentPoolId,
+    IsExpandable,
+    Frames,
+    Blocks,
+    Size,
+    State,
+    History,
+    RealSize,
+    // trace entry
+    Addr,
+    Action,
+    TimeUs,
+    CompileContext,
+    UserMetadata,
+    ForwardFrames,
+    PoolId,
+    InternalMetadata,
+    DeviceFree,
+    Category,
+    // frame
+    Filename,
+    Line,
+    Name,
+    // annotation
+    Stage,
+    // values
+    VAlloc,
+    VFreeRequested,
+    VFreeCompleted,
+    VSegmentAlloc,
+    VSegmentFree,
+    VSegmentMap,
+    VSegmentUnmap,
+    VOom,
+    VSnapshot,
+    VAnnotate,
+    VActiveAllocated,
+    VActivePendingFree,
+    VInactive,
+    VSmall,
+    VLarge,
+}
+
+fn sym_of(s: &str) -> Sym {
+    match s {
+        "segments" => Sym::Segments,
+        "device_traces" => Sym::DeviceTraces,
+        "allocator_settings" => Sym::AllocatorSettings,
+        "external_annotations" => Sym::ExternalAnnotations,
+        "host_segments" => Sym::HostSegments,
+        "host_traces" => Sym::HostTraces,
+        "device" => Sym::Device,
+        "address" => Sym::Address,
+        "total_size" => Sym::TotalSize,
+        "allocated_size" => Sym::AllocatedSize,
+        "active_size" => Sym::ActiveSize,
+        "requested_size" => Sym::RequestedSize,
+        "stream" => Sym::Stream,
+        "segment_type" => Sym::SegmentType,
+        "segment_pool_id" => Sym::SegmentPoolId,
+        "is_expandable" => Sym::IsExpandable,
+        "frames" => Sym::Frames,
+        "blocks" => Sym::Blocks,
+        "size" => Sym::Size,
+        "state" => Sym::State,
+        "history" => Sym::History,
+        "real_size" => Sym::RealSize,
+        "addr" => Sym::Addr,
+        "action" => Sym::Action,
+        "time_us" => Sym::TimeUs,
+        "compile_context" => Sym::CompileContext,
+        "user_metadata" => Sym::UserMetadata,
+        "forward_frames" => Sym::ForwardFrames,
+        "pool_id" => Sym::PoolId,
+        "internal_metadata" => Sym::InternalMetadata,
+        "device_free" => Sym::DeviceFree,
+        "category" => Sym::Category,
+        "filename" => Sym::Filename,
+        "line" => Sym::Line,
+        "name" => Sym::Name,
+        "stage" => Sym::Stage,
+        "alloc" => Sym::VAlloc,
+        "free_requested" => Sym::VFreeRequested,
+        "free_completed" => Sym::VFreeCompleted,
+        "segment_alloc" => Sym::VSegmentAlloc,
+        "segment_free" => Sym::VSegmentFree,
+        "segment_map" => Sym::VSegmentMap,
+        "segment_unmap" => Sym::VSegmentUnmap,
+        "oom" => Sym::VOom,
+        "snapshot" => Sym::VSnapshot,
+        "annotate" => Sym::VAnnotate,
+        "active_allocated" => Sym::VActiveAllocated,
+        "active_pending_free" | "active_awaiting_free" => Sym::VActivePendingFree,
+        "inactive" => Sym::VInactive,
+        "small" => Sym::VSmall,
+        "large" => Sym::VLarge,
+        _ => Sym::Unknown,
+    }
+}
+
+const SYM_TABLE: [Sym; 53] = [
+    Sym::Unknown,
+    Sym::Unknown,
+    Sym::Segments,
+    Sym::DeviceTraces,
+    Sym::AllocatorSettings,
+    Sym::ExternalAnnotations,
+    Sym::HostSegments,
+    Sym::HostTraces,
+    Sym::Device,
+    Sym::Address,
+    Sym::TotalSize,
+    Sym::AllocatedSize,
+    Sym::ActiveSize,
+    Sym::RequestedSize,
+    Sym::Stream,
+    Sym::SegmentType,
+    Sym::SegmentPoolId,
+    Sym::IsExpandable,
+    Sym::Frames,
+    Sym::Blocks,
+    Sym::Size,
+    Sym::State,
+    Sym::History,
+    Sym::RealSize,
+    Sym::Addr,
+    Sym::Action,
+    Sym::TimeUs,
+    Sym::CompileContext,
+    Sym::UserMetadata,
+    Sym::ForwardFrames,
+    Sym::PoolId,
+    Sym::InternalMetadata,
+    Sym::DeviceFree,
+    Sym::Category,
+    Sym::Filename,
+    Sym::Line,
+    Sym::Name,
+    Sym::Stage,
+    Sym::VAlloc,
+    Sym::VFreeRequested,
+    Sym::VFreeCompleted,
+    Sym::VSegmentAlloc,
+    Sym::VSegmentFree,
+    Sym::VSegmentMap,
+    Sym::VSegmentUnmap,
+    Sym::VOom,
+    Sym::VSnapshot,
+    Sym::VAnnotate,
+    Sym::VActiveAllocated,
+    Sym::VActivePendingFree,
+    Sym::VInactive,
+    Sym::VSmall,
+    Sym::VLarge,
+];
+
+/// Decodes a parsed pickle into a [`Snapshot`].
+pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, DecodeError> {
+    let mut d = Decoder {
+        p: pickle,
+        budget: limits.walk_budget(pickle.input_len()),
+        budget_limit: limits.walk_budget(pickle.input_len()),
+        sym_cache: vec![0u8; pickle.blob_count()],
+        identity: vec![0u32; pickle.container_count()],
+        frame_by_content: new_map(),
+        list_by_hash: new_map(),
+        list_next: Vec::new(),
+        scratch: Vec::new(),
+        out: Snapshot {
+            layout: Layout::Dict,
+            protocol: pickle.protocol(),
+            segments: Vec::new(),
+            blocks: Vec::new(),
+            traces: Vec::new(),
+            host_segments: Vec::new(),
+            host_traces: Vec::new(),
+            frames: FrameTable::new(),
+            extras: Vec::new(),
+            allocator_settings: None,
+            annotations: Vec::new(),
+            markers: Markers::default(),
+            anomalies: Anomalies::default(),
+        },
+    };
+    d.top(pickle.root())?;
+    Ok(d.out)
+}
+
+struct Decoder<'p, 'a> {
+    p: &'p Pickle<'a>,
+    budget: u64,
+    budget_limit: u64,
+    /// Blob index → `Sym as u8`, 0 = not looked up yet.
+    sym_cache: Vec<u8>,
+    /// Container index → interned frame id + 1 (frame dicts) or frame list id + 1 (lists).
+    identity: Vec<u32>,
+    frame_by_content: FxHashMap<(&'p str, i64, &'p str), FrameId>,
+    /// Frame lists by content hash; `list_next` chains lists whose hashes collide.
+    list_by_hash: FxHashMap<u64, u32>,
+    list_next: Vec<u32>,
+    scratch: Vec<FrameId>,
+    out: Snapshot,
+}
+
+/// Describes a value for "not a snapshot" messages.
+fn describe(p: &Pickle<'_>, h: Handle) -> String {
+    match p.value(h) {
+        Value::Dict(c) => {
+            let mut keys: Vec<String> = p
+                .pairs(c)
+                .take(12)
+                .map(|(k, _)| match p.value(k) {
+                    Value::Str(s) => s.chars().take(40).collect(),
+                    other => format!("<{}>", other.type_name()),
+                })
+                .collect();
+            if p.len(c) > 12 {
+                keys.push("...".into());
+            }
+            format!("a dict with {} keys [{}]", p.len(c), keys.join(", "))
+        }
+        Value::List(c) | Value::Tuple(c) | Value::Set(c) | Value::FrozenSet(c) => {
+            let kind = p.value(h).type_name();
+            let first = p.items(c).next().map(|e| p.value(e).type_name());
+            match first {
+                Some(t) => format!("a {kind} of {} values (the first is a {t})", p.len(c)),
+                None => format!("an empty {kind}"),
+            }
+        }
+        Value::Str(s) => format!("a string ({:?})", s.chars().take(40).collect::<String>()),
+        other => format!("a single {}", other.type_name()),
+    }
+}
+
+impl<'p, 'a> Decoder<'p, 'a> {
+    #[inline]
+    fn spend(&mut self, n: u64, path: impl FnOnce() -> String) -> Result<(), DecodeError> {
+        match self.budget.checked_sub(n) {
+            Some(b) => {
+                self.budget = b;
+                Ok(())
+            }
+            None => Err(DecodeError::WalkBudget {
+                limit: self.budget_limit,
+                path: path(),
+            }),
+        }
+    }
+
+    #[inline]
+    fn sym(&mut self, h: Handle) -> Sym {
+        let Some(i) = self.p.str_index(h) else {
+            return Sym::Unknown;
+        };
+        match self.sym_cache.get(i) {
+            Some(&c) if c != 0 => SYM_TABLE.get(c as usize).copied().unwrap_or(Sym::Unknown),
+            Some(_) => {
+                let s = sym_of(self.p.as_str(h).unwrap_or(""));
+                self.sym_cache[i] = s as u8;
+                s
+            }
+            None => Sym::Unknown,
+        }
+    }
+
+    fn u64_field(&mut self, h: Handle, path: &dyn Fn() -> String) -> u64 {
+        match self.p.as_u64(h) {
+            Some(v) => v,
+            None => {
+                let found = self.p.value(h);
+                // Say what the number was: "found int" hides a size of 2^70 or -1.
+                self.out.anomalies.note(|| match found {
+                    Value::Int(v) => format!("{}: {v} is negative", path()),
+                    Value::BigInt(b) if !b.saturated => {
+                        format!("{}: {} does not fit in 64 bits", path(), b.value)
+                    }
+                    Value::BigInt(_) => format!("{}: an integer wider than 128 bits", path()),
+                    other => format!(
+                        "{}: expected a non-negative int, found {}",
+                        path(),
+                        other.type_name()
+                    ),
+                });
+                0
+            }
+        }
+    }
+
+    fn i64_field(&mut self, h: Handle, path: &dyn Fn() -> String) -> i64 {
+        match self.p.value(h) {
+            Value::Int(v) => v,
+            Value::Bool(b) => b as i64,
+            Value::BigInt(b) => b.value.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            other => {
+                self.out
+                    .anomalies
+                    .note(|| format!("{}: expected an int, found {}", path(), other.type_name()));
+                0
+            }
+        }
+    }
+
+    fn pair_field(&mut self, h: Handle) -> Option<(i64, i64)> {
+        let c = self.p.as_sequence(h)?;
+        let mut it = self.p.items(c);
+        let a = self.p.as_i64(it.next()?)?;
+        let b = self.p.as_i64(it.next()?)?;
+        Some((a, b))
+    }
+
+    fn text(&self, h: Handle) -> Option<Box<str>> {
+        self.p.as_str(h).map(Box::from)
+    }
+
+    fn top(&mut self, root: Handle) -> Result<(), DecodeError> {
+        match self.p.value(root) {
+            Value::List(c) => {
+                // A bare segment list. Refuse lists that are clearly something else.
+                if let Some(first) = self.p.items(c).next() {
+                    let looks_like_segment = self.p.as_dict(first).is_some_and(|d| {
+                        self.p.dict_get(d, "blocks").is_some()
+                            || self.p.dict_get(d, "total_size").is_some()
+                    });
+                    if !looks_like_segment {
+                        return Err(DecodeError::NotASnapshot(NotASnapshot {
+                            found: format!("{}, not a list of segments", describe(self.p, root)),
+                        }));
+                    }
+                }
+                self.out.layout = Layout::SegmentList;
+                self.segments(c, false)?;
+                Ok(())
+            }
+            Value::Dict(c) => {
+                if self.p.dict_get(c, "segments").is_none() {
+                    return Err(DecodeError::NotASnapshot(NotASnapshot {
+                        found: format!("{} but no `segments`", describe(self.p, root)),
+                    }));
+                }
+                self.out.layout = Layout::Dict;
+                let pairs: Vec<(Handle, Handle)> = self.p.pairs(c).collect();
+                self.spend(pairs.len() as u64, || "top level".into())?;
+                for (k, v) in pairs {
+                    match self.sym(k) {
+                        Sym::Segments => match self.p.as_sequence(v) {
+                            Some(l) => {
+                                self.out.segments.clear();
+                                self.out.blocks.clear();
+                                self.segments(l, false)?
+                            }
+                            None => {
+                                return Err(DecodeError::NotASnapshot(NotASnapshot {
+                                    found: format!(
+                                        "a dict whose `segments` is {}",
+                                        describe(self.p, v)
+                                    ),
+                                }));
+                            }
+                        },
+                        Sym::DeviceTraces => {
+                            self.out.markers.has_device_traces = true;
+                            self.out.traces = self.traces(v, "device_traces")?;
+                        }
+                        Sym::HostSegments => {
+                            self.out.markers.has_host_segments = true;
+                            if let Some(l) = self.p.as_sequence(v) {
+                                self.segments(l, true)?;
+                            }
+                        }
+                        Sym::HostTraces => {
+                            self.out.markers.has_host_segments = true;
+                            self.out.host_traces = self.traces(v, "host_traces")?;
+                        }
+                        Sym::AllocatorSettings => {
+                            self.out.markers.has_allocator_settings = true;
+                            self.allocator_settings(v)?;
+                        }
+                        Sym::ExternalAnnotations => {
+                            self.out.markers.has_external_annotations = true;
+                            self.annotations(v)?;
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(DecodeError::NotASnapshot(NotASnapshot {
+                found: describe(self.p, root),
+            })),
+        }
+    }
+
+    fn segments(&mut self, list: ContainerId, host: bool) -> Result<(), DecodeError> {
+        let n = self.p.len(list);
+        self.spend(n as u64, || "segments".into())?;
+        let name = if host { "host_segments" } else { "segments" };
+        for (i, h) in self.p.items(list).enumerate() {
+            let Some(d) = self.p.as_dict(h) else {
+                let found = self.p.value(h).type_name();
+                self.out
+                    .anomalies
+                    .note(|| format!("{name}[{i}]: expected a dict, found {found}"));
+                continue;
+            };
+            let seg = self.segment(d, name, i)?;
+            if host {
+                self.out.host_segments.push(seg);
+            } else {
+                self.out.segments.push(seg);
+            }
+        }
+        Ok(())
+    }
+
+    fn segment(&mut self, d: ContainerId, name: &str, i: usize) -> Result<Segment, DecodeError> {
+        let path = || format!("{name}[{i}]");
+        self.spend(self.p.len(d) as u64, path)?;
+        let mut seg = Segment {
+            device: 0,
+            address: 0,
+            total_size: 0,
+            allocated_size: 0,
+            active_size: 0,
+            requested_size: 0,
+            stream: 0,
+            segment_type: SegmentType::Unknown,
+            pool_id: (0, 0),
+            is_expandable: false,
+            frames: FrameListId::EMPTY,
+            blocks: 0..0,
+        };
+        let mut blocks_handle = None;
+        let p = self.p;
+        for (k, v) in p.pairs(d) {
+            let field = self.sym(k);
+            let fpath = || format!("{name}[{i}].{}", p.as_str(k).unwrap_or("?"));
+            match field {
+                Sym::Device => seg.device = self.i64_field(v, &fpath),
+                Sym::Address => seg.address = self.u64_field(v, &fpath),
+                Sym::TotalSize => seg.total_size = self.u64_field(v, &fpath),
+                Sym::AllocatedSize => seg.allocated_size = self.u64_field(v, &fpath),
+                Sym::ActiveSize => seg.active_size = self.u64_field(v, &fpath),
+                Sym::RequestedSize => seg.requested_size = self.u64_field(v, &fpath),
+                Sym::Stream => seg.stream = self.p.as_u64(v).unwrap_or(0),
+                Sym::SegmentType => {
+                    seg.segment_type = match self.sym(v) {
+                        Sym::VSmall => SegmentType::Small,
+                        Sym::VLarge => SegmentType::Large,
+                        _ => SegmentType::Unknown,
+                    }
+                }
+                Sym::SegmentPoolId => {
+                    self.out.markers.segment_pool_id = true;
+                    match self.pair_field(v) {
+                        Some(p) => seg.pool_id = p,
+                        None => self
+                            .out
+                            .anomalies
+                            .note(|| format!("{}: expected a pair of ints", fpath())),
+                    }
+                }
+                Sym::IsExpandable => seg.is_expandable = self.p.as_bool(v).unwrap_or(false),
+                Sym::Frames => seg.frames = self.frame_list(v)?,
+                Sym::Blocks => blocks_handle = Some(v),
+                _ => {}
+            }
+        }
+        let start = self.out.blocks.len() as u32;
+        if let Some(bh) = blocks_handle {
+            match self.p.as_sequence(bh) {
+                Some(bl) => self.blocks(bl, &seg, name, i)?,
+                None => self
+                    .out
+                    .anomalies
+                    .note(|| format!("{name}[{i}].blocks: expected a list")),
+            }
+        }
+        seg.blocks = start..self.out.blocks.len() as u32;
+        Ok(seg)
+    }
+
+    fn blocks(
+        &mut self,
+        list: ContainerId,
+        seg: &Segment,
+        name: &str,
+        si: usize,
+    ) -> Result<(), DecodeError> {
+        self.spend(self.p.len(list) as u64, || format!("{name}[{si}].blocks"))?;
+        // Legacy blocks have no address: they tile the segment in order from its base.
+        let mut next_address = seg.address;
+        for (bi, h) in self.p.items(list).enumerate() {
+            let Some(d) = self.p.as_dict(h) else {
+                self.out
+                    .anomalies
+                    .note(|| format!("{name}[{si}].blocks[{bi}]: expected a dict"));
+                continue;
+            };
+            self.spend(self.p.len(d) as u64, || {
+                format!("{name}[{si}].blocks[{bi}]")
+            })?;
+            let mut address = None;
+            let mut size = 0;
+            let mut requested = None;
+            let mut state = BlockState::Unknown;
+            let mut frames = FrameListId::EMPTY;
+            let mut history = None;
+            let p = self.p;
+            for (k, v) in p.pairs(d) {
+                let fpath = || format!("{name}[{si}].blocks[{bi}].{}", p.as_str(k).unwrap_or("?"));
+                match self.sym(k) {
+                    Sym::Address => address = Some(self.u64_field(v, &fpath)),
+                    Sym::Size => size = self.u64_field(v, &fpath),
+                    Sym::RequestedSize => requested = Some(self.u64_field(v, &fpath)),
+                    Sym::State => {
+                        state = match self.sym(v) {
+                            Sym::VActiveAllocated => BlockState::ActiveAllocated,
+                            Sym::VActivePendingFree => BlockState::ActivePendingFree,
+                            Sym::VInactive => BlockState::Inactive,
+                            _ => {
+                                self.out
+                                    .anomalies
+                                    .note(|| format!("{}: unknown state", fpath()));
+                                BlockState::Unknown
+                            }
+                        }
+                    }
+                    Sym::Frames => frames = self.frame_list(v)?,
+                    Sym::History => history = Some(v),
+                    _ => {}
+                }
+            }
+            let legacy = address.is_none() || history.is_some();
+            if legacy {
+                self.out.markers.legacy_blocks = true;
+                if requested.is_some() {
+                    self.out.markers.legacy_requested_size = true;
+                }
+            }
+            // Legacy: frames and requested size come from the first history record, as
+            // `_memory_viz` reads them.
+            if let Some(hh) = history {
+                if let Some(first) = self.p.as_sequence(hh).and_then(|l| self.p.items(l).next()) {
+                    if let Some(rec) = self.p.as_dict(first) {
+                        self.spend(self.p.len(rec) as u64, || {
+                            format!("{name}[{si}].blocks[{bi}].history[0]")
+                        })?;
+                        for (k, v) in self.p.pairs(rec) {
+                            match self.sym(k) {
+                                Sym::Frames if frames.is_empty() => frames = self.frame_list(v)?,
+                                Sym::RealSize if requested.is_none() => {
+                                    requested = self.p.as_u64(v)
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                }
+            }
+            let computed = address.is_none();
+            let address = address.unwrap_or(next_address);
+            next_address = address.saturating_add(size);
+            self.out.blocks.push(Block {
+                address,
+                size,
+                requested_size: requested.unwrap_or(size),
+                state,
+                frames,
+                address_computed: computed,
+            });
+        }
+        Ok(())
+    }
+
+    fn traces(
+        &mut self,
+        h: Handle,
+        name: &'static str,
+    ) -> Result<Vec<Vec<TraceEntry>>, DecodeError> {
+        let Some(devices) = self.p.as_sequence(h) else {
+            self.out
+                .anomalies
+                .note(|| format!("{name}: expected a list of lists"));
+            return Ok(Vec::new());
+        };
+        self.spend(self.p.len(devices) as u64, || name.into())?;
+        let mut out = Vec::with_capacity(self.p.len(devices));
+        for (dev, th) in self.p.items(devices).enumerate() {
+            let Some(list) = self.p.as_sequence(th) else {
+                self.out
+                    .anomalies
+                    .note(|| format!("{name}[{dev}]: expected a list"));
+                out.push(Vec::new());
+                continue;
+            };
+            self.spend(self.p.len(list) as u64, || format!("{name}[{dev}]"))?;
+            let mut entries = Vec::with_capacity(self.p.len(list));
+            for (i, eh) in self.p.items(list).enumerate() {
+                let Some(d) = self.p.as_dict(eh) else {
+                    self.out
+                        .anomalies
+                        .note(|| format!("{name}[{dev}][{i}]: expected a dict"));
+                    continue;
+                };
+                let e = self.entry(d, name, dev, i)?;
+                entries.push(e);
+            }
+            self.out.markers.trace_entries += entries.len();
+            out.push(entries);
+        }
+        Ok(out)
+    }
+
+    fn entry(
+        &mut self,
+        d: ContainerId,
+        name: &str,
+        dev: usize,
+        i: usize,
+    ) -> Result<TraceEntry, DecodeError> {
+        self.spend(self.p.len(d) as u64, || format!("{name}[{dev}][{i}]"))?;
+        let mut e = TraceEntry {
+            addr: 0,
+            size: 0,
+            stream: 0,
+            time_us: NO_TIME,
+            frames: FrameListId::EMPTY,
+            extra: NO_EXTRA,
+            action: Action::Other,
+        };
+        let mut extra: Option<EntryExtra> = None;
+        for (k, v) in self.p.pairs(d) {
+            match self.sym(k) {
+                Sym::Action => {
+                    e.action = match self.sym(v) {
+                        Sym::VAlloc => Action::Alloc,
+                        Sym::VFreeRequested => Action::FreeRequested,
+                        Sym::VFreeCompleted => Action::FreeCompleted,
+                        Sym::VSegmentAlloc => Action::SegmentAlloc,
+                        Sym::VSegmentFree => Action::SegmentFree,
+                        Sym::VSegmentMap => Action::SegmentMap,
+                        Sym::VSegmentUnmap => Action::SegmentUnmap,
+                        Sym::VOom => Action::Oom,
+                        Sym::VSnapshot => Action::Snapshot,
+                        Sym::VAnnotate => {
+                            self.out.markers.annotate_action = true;
+                            Action::Annotate
+                        }
+                        _ => Action::Other,
+                    }
+                }
+                Sym::Addr => e.addr = self.p.as_u64(v).unwrap_or(0),
+                Sym::Size => {
+                    e.size = self.u64_field(v, &|| format!("{name}[{dev}][{i}].size"));
+                }
+                Sym::Stream => e.stream = self.p.as_u64(v).unwrap_or(0),
+                Sym::TimeUs => {
+                    self.out.markers.time_us = true;
+                    e.time_us = self.p.as_i64(v).unwrap_or(NO_TIME);
+                }
+                Sym::Frames => e.frames = self.frame_list(v)?,
+                Sym::DeviceFree => extra.get_or_insert_default().device_free = self.p.as_u64(v),
+                Sym::CompileContext => {
+                    self.out.markers.compile_context = true;
+                    if let Some(s) = self.p.as_str(v) {
+                        if s != "N/A" {
+                            extra.get_or_insert_default().compile_context = Some(Box::from(s));
+                        }
+                    }
+                }
+                Sym::UserMetadata => {
+                    self.out.markers.user_metadata = true;
+                    if let Some(s) = self.p.as_str(v) {
+                        if !s.is_empty() {
+                            extra.get_or_insert_default().user_metadata = Some(Box::from(s));
+                        }
+                    }
+                }
+                Sym::ForwardFrames => {
+                    self.out.markers.forward_frames = true;
+                    if let Some(l) = self.p.as_sequence(v) {
+                        self.spend(self.p.len(l) as u64, || {
+                            format!("{name}[{dev}][{i}].forward_frames")
+                        })?;
+                        let lines: Vec<Box<str>> =
+                            self.p.items(l).filter_map(|s| self.text(s)).collect();
+                        extra.get_or_insert_default().forward_frames = Some(lines);
+                    }
+                }
+                Sym::PoolId => {
+                    self.out.markers.pool_id = true;
+                    if let Some(p) = self.pair_field(v) {
+                        if p != (0, 0) {
+                            extra.get_or_insert_default().pool_id = Some(p);
+                        }
+                    }
+                }
+                Sym::InternalMetadata => {
+                    self.out.markers.internal_metadata = true;
+                    extra.get_or_insert_default().internal_metadata = self.text(v);
+                }
+                Sym::Category => {
+                    self.out.markers.category = true;
+                    extra.get_or_insert_default().category = self.text(v);
+                }
+                _ => {}
+            }
+        }
+        if let Some(x) = extra {
+            e.extra = self.out.extras.len() as u32;
+            self.out.extras.push(x);
+        }
+        Ok(e)
+    }
+
+    /// Interns a frame list (by identity, then content).
+    fn frame_list(&mut self, h: Handle) -> Result<FrameListId, DecodeError> {
+        let Some(c) = self.p.as_sequence(h) else {
+            return Ok(FrameListId::EMPTY);
+        };
+        if let Some(&id) = self.identity.get(c.index()) {
+            if id != 0 {
+                return Ok(FrameListId(id - 1));
+            }
+        }
+        if self.p.is_empty(c) {
+            self.remember(c, 0);
+            return Ok(FrameListId::EMPTY);
+        }
+        self.spend(self.p.len(c) as u64, || "a frame list".into())?;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        // Hash the ids while collecting them (the multiply-rotate of `fxhash`): lists are
+        // then found by a u64 key and compared against the table's contiguous ids, with
+        // no per-lookup allocation.
+        let mut hash = scratch.len() as u64;
+        for fh in self.p.items(c) {
+            if let Some(fd) = self.p.as_dict(fh) {
+                let id = match self.identity.get(fd.index()) {
+                    Some(&known) if known != 0 => known - 1,
+                    _ => self.frame(fd)?,
+                };
+                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+                scratch.push(id);
+            }
+        }
+        let mut candidate = self.list_by_hash.get(&hash).copied().unwrap_or(NO_LIST);
+        while candidate != NO_LIST
+            && self.out.frames.list(FrameListId(candidate)) != scratch.as_slice()
+        {
+            candidate = self
+                .list_next
+                .get(candidate as usize)
+                .copied()
+                .unwrap_or(NO_LIST);
+        }
+        let id = if candidate != NO_LIST {
+            candidate
+        } else {
+            let id = self.out.frames.lists.len() as u32;
+            let start = self.out.frames.ids.len() as u32;
+            self.out.frames.ids.extend_from_slice(&scratch);
+            self.out.frames.lists.push((start, scratch.len() as u32));
+            // Chain in front of any earlier list with the same hash.
+            let previous = self.list_by_hash.insert(hash, id).unwrap_or(NO_LIST);
+            if self.list_next.len() <= id as usize {
+                self.list_next.resize(id as usize + 1, NO_LIST);
+            }
+            self.list_next[id as usize] = previous;
+            id
+        };
+        self.scratch = scratch;
+        self.remember(c, id);
+        Ok(FrameListId(id))
+    }
+
+    fn remember(&mut self, c: ContainerId, id: u32) {
+        if let Some(slot) = self.identity.get_mut(c.index()) {
+            *slot = id + 1;
+        }
+    }
+
+    /// Interns one frame dict (by identity, then content).
+    fn frame(&mut self, d: ContainerId) -> Result<FrameId, DecodeError> {
+        if let Some(&id) = self.identity.get(d.index()) {
+            if id != 0 {
+                return Ok(id - 1);
+            }
+        }
+        self.spend(self.p.len(d) as u64, || "a frame".into())?;
+        let p = self.p;
+        let mut filename = "";
+        let mut line = 0i64;
+        let mut name = "";
+        for (k, v) in p.pairs(d) {
+            match self.sym(k) {
+                Sym::Filename => filename = p.as_str(v).unwrap_or(""),
+                Sym::Line => line = p.as_i64(v).unwrap_or(0),
+                Sym::Name => name = p.as_str(v).unwrap_or(""),
+                _ => {}
+            }
+        }
+        let id = match self.frame_by_content.get(&(filename, line, name)) {
+            Some(&id) => id,
+            None => {
+                let id = self.out.frames.frames.len() as FrameId;
+                self.out.frames.frames.push(Frame {
+                    filename: Box::from(filename),
+                    line,
+                    name: Box::from(name),
+                });
+                self.frame_by_content.insert((filename, line, name), id);
+                id
+            }
+        };
+        self.remember(d, id);
+        Ok(id)
+    }
+
+    fn allocator_settings(&mut self, h: Handle) -> Result<(), DecodeError> {
+        let Some(d) = self.p.as_dict(h) else {
+            self.out
+                .anomalies
+                .note(|| "allocator_settings: expected a dict".into());
+            return Ok(());
+        };
+        self.spend(self.p.len(d) as u64, || "allocator_settings".into())?;
+        let mut s = AllocatorSettings::default();
+        for (k, v) in self.p.pairs(d) {
+            let Some(key) = self.p.as_str(k) else {
+                continue;
+            };
+            match key {
+                "PYTORCH_CUDA_ALLOC_CONF" | "PYTORCH_ALLOC_CONF" | "PYTORCH_HIP_ALLOC_CONF" => {
+                    s.alloc_conf = self.p.as_str(v).map(str::to_string)
+                }
+                "max_split_size" => {
+                    // -1 (SIZE_MAX cast to int64) means unlimited.
+                    s.max_split_size = match self.p.value(v) {
+                        Value::Int(n) if n >= 0 => Some(n as u64),
+                        Value::BigInt(b) => b.to_u64().filter(|&n| n != u64::MAX),
+                        _ => None,
+                    }
+                }
+                "garbage_collection_threshold" => s.garbage_collection_threshold = self.p.as_f64(v),
+                "expandable_segments" => s.expandable_segments = self.p.as_bool(v),
+                "release_lock_on_cudamalloc" => s.release_lock_on_cudamalloc = self.p.as_bool(v),
+                "pinned_use_cuda_host_register" => {
+                    s.pinned_use_cuda_host_register = self.p.as_bool(v)
+                }
+                "pinned_num_register_threads" => s.pinned_num_register_threads = self.p.as_i64(v),
+                "graph_capture_record_stream_reuse" => {
+                    self.out.markers.graph_capture_record_stream_reuse = true;
+                    s.graph_capture_record_stream_reuse = self.p.as_bool(v);
+                }
+                "roundup_power2_divisions" => {
+                    if let Some(rd) = self.p.as_dict(v) {
+                        self.spend(self.p.len(rd) as u64, || {
+                            "allocator_settings.roundup_power2_divisions".into()
+                        })?;
+                        for (bk, bv) in self.p.pairs(rd) {
+                            let bucket = match self.p.value(bk) {
+                                Value::Str(s) => s.to_string(),
+                                Value::Int(n) => n.to_string(),
+                                _ => continue,
+                            };
+                            if let Some(n) = self.p.as_i64(bv).filter(|&n| n > 0) {
+                                s.roundup_power2_divisions.push((bucket, n));
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.out.allocator_settings = Some(s);
+        Ok(())
+    }
+
+    fn annotations(&mut self, h: Handle) -> Result<(), DecodeError> {
+        let Some(l) = self.p.as_sequence(h) else {
+            self.out
+                .anomalies
+                .note(|| "external_annotations: expected a list".into());
+            return Ok(());
+        };
+        self.spend(self.p.len(l) as u64, || "external_annotations".into())?;
+        for (i, ah) in self.p.items(l).enumerate() {
+            let Some(d) = self.p.as_dict(ah) else {
+                continue;
+            };
+            self.spend(self.p.len(d) as u64, || {
+                format!("external_annotations[{i}]")
+            })?;
+            let mut a = Annotation {
+                name: String::new(),
+                stage: String::new(),
+                device: -1,
+                time_us: NO_TIME,
+            };
+            for (k, v) in self.p.pairs(d) {
+                match self.sym(k) {
+                    Sym::Name => a.name = self.p.as_str(v).unwrap_or("").to_string(),
+                    Sym::Stage => a.stage = self.p.as_str(v).unwrap_or("").to_string(),
+                    Sym::Device => a.device = self.p.as_i64(v).unwrap_or(-1),
+                    Sym::TimeUs => a.time_us = self.p.as_i64(v).unwrap_or(NO_TIME),
+                    _ => {}
+                }
+            }
+            self.out.annotations.push(a);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sym_table_matches_discriminants() {
+        for (i, s) in SYM_TABLE.iter().enumerate().skip(1) {
+            assert_eq!(*s as u8 as usize, i, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn trace_entry_is_compact() {
+        assert!(std::mem::size_of::<TraceEntry>() <= 48);
+    }
+}

@@ -1,0 +1,557 @@
+//! Opening inputs and deciding what they are from their content.
+//!
+//! An input is a file path or `-` (stdin). Gzip is undone transparently (several members,
+//! as rotated logs have, are all read). UTF-16 logs (Windows PowerShell redirection) are
+//! transcoded to UTF-8 on the fly. The kind (log, snapshot pickle, memory series, model
+//! config) is sniffed from the first bytes, never from the file name: crash logs arrive as
+//! `output.txt`, `job-1234.out` or on stdin.
+
+pub mod walk;
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Cursor, Read};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::facts::evidence::InputName;
+
+/// How many bytes are peeked to decide an input's kind.
+const SNIFF_BYTES: usize = 64 << 10;
+
+/// What an input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputKind {
+    /// A text log (crash output, engine log, dmesg, kubectl describe...).
+    Log,
+    /// A PyTorch memory snapshot pickle.
+    Snapshot,
+    /// A memory time series (nvidia-smi CSV, Prometheus/DCGM text, CSV/JSONL).
+    Series,
+    /// A Hugging Face config.json or a GGUF model file.
+    Model,
+}
+
+impl InputKind {
+    pub fn id(self) -> &'static str {
+        match self {
+            InputKind::Log => "log",
+            InputKind::Snapshot => "snapshot",
+            InputKind::Series => "series",
+            InputKind::Model => "model",
+        }
+    }
+}
+
+/// An input could not be opened or decoded.
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum InputError {
+    #[error("{input}: no such file")]
+    #[diagnostic(
+        code(oomdoctor::input::not_found),
+        help("check the path; use `-` to read standard input")
+    )]
+    NotFound { input: String },
+    #[error("{input}: permission denied")]
+    #[diagnostic(code(oomdoctor::input::permission))]
+    Permission { input: String },
+    #[error("{input}: is a directory")]
+    #[diagnostic(code(oomdoctor::input::directory), help("pass the files inside it"))]
+    Directory { input: String },
+    #[error("{input}: cannot read: {source}")]
+    #[diagnostic(code(oomdoctor::input::io))]
+    Io {
+        input: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{input}: corrupt gzip data after {offset} bytes of decompressed output: {message}")]
+    #[diagnostic(
+        code(oomdoctor::input::gzip),
+        help("the file starts like gzip but does not decompress; is it truncated?")
+    )]
+    Gzip {
+        input: String,
+        offset: u64,
+        message: String,
+    },
+    #[error("{input}: {message}")]
+    #[diagnostic(code(oomdoctor::input::unsupported))]
+    Unsupported {
+        input: String,
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+    #[error("{input}: {size} bytes is more than the {limit}-byte limit for {what}")]
+    #[diagnostic(
+        code(oomdoctor::input::too_large),
+        help("raise the limit with {flag} if the file is trusted and the machine has the memory")
+    )]
+    TooLarge {
+        input: String,
+        size: u64,
+        limit: u64,
+        what: &'static str,
+        flag: &'static str,
+    },
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Snapshot(Box<crate::ingest::snapshot::SnapshotError>),
+    #[error(transparent)]
+    #[diagnostic(transparent)]
+    Series(Box<crate::ingest::series::SeriesError>),
+}
+
+impl InputError {
+    /// Maps an I/O error that happened while reading an input.
+    pub fn from_io(input: &str, e: io::Error, gzip: bool, offset: u64) -> InputError {
+        if gzip
+            && matches!(
+                e.kind(),
+                io::ErrorKind::InvalidData
+                    | io::ErrorKind::InvalidInput
+                    | io::ErrorKind::UnexpectedEof
+            )
+        {
+            return InputError::Gzip {
+                input: input.to_string(),
+                offset,
+                message: e.to_string(),
+            };
+        }
+        match e.kind() {
+            io::ErrorKind::NotFound => InputError::NotFound {
+                input: input.to_string(),
+            },
+            io::ErrorKind::PermissionDenied => InputError::Permission {
+                input: input.to_string(),
+            },
+            _ => InputError::Io {
+                input: input.to_string(),
+                source: e,
+            },
+        }
+    }
+}
+
+/// Where a gzip stream stopped decoding: the decompressed bytes before the damage, and the
+/// decoder's complaint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cut {
+    pub offset: u64,
+    pub message: String,
+}
+
+/// Ends a gzip stream cleanly where it stops decoding, remembering where and why.
+///
+/// A job killed mid-write leaves a `.gz` log without its end; the OOM that killed it is in
+/// the part that does decode. Failing the whole read would throw that away, so the decoder's
+/// error becomes the end of the stream and the reader of the input decides: a log is
+/// diagnosed from what was decoded (with a warning), a snapshot or series is an error.
+struct StopAtCut<R> {
+    inner: R,
+    produced: u64,
+    cut: Arc<std::sync::Mutex<Option<Cut>>>,
+}
+
+impl<R: Read> Read for StopAtCut<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.inner.read(buf) {
+            Ok(n) => {
+                self.produced += n as u64;
+                Ok(n)
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::InvalidData
+                        | io::ErrorKind::InvalidInput
+                        | io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                if let Ok(mut c) = self.cut.lock() {
+                    c.get_or_insert(Cut {
+                        offset: self.produced,
+                        message: e.to_string(),
+                    });
+                }
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// An opened input, positioned at its start, with its kind decided.
+pub struct Opened {
+    pub name: InputName,
+    pub kind: InputKind,
+    pub compressed: bool,
+    /// The first bytes (already decompressed/transcoded), which `reader` yields again.
+    pub head: Vec<u8>,
+    pub reader: Box<dyn Read>,
+    /// Bytes pulled through `reader` so far (for error offsets and reports).
+    pub counter: Arc<std::sync::atomic::AtomicU64>,
+    /// Set when a gzip input stopped decoding before its end (see [`StopAtCut`]); the
+    /// reader then ends there.
+    pub cut: Arc<std::sync::Mutex<Option<Cut>>>,
+}
+
+/// Counts bytes passing through.
+struct Counting<R> {
+    inner: R,
+    n: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n
+            .fetch_add(k as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(k)
+    }
+}
+
+/// Reads up to `n` bytes (fewer only at EOF), retrying short reads from pipes.
+fn read_head(r: &mut dyn Read, n: usize) -> io::Result<Vec<u8>> {
+    let mut head = Vec::with_capacity(n.min(1 << 16));
+    r.take(n as u64).read_to_end(&mut head)?;
+    Ok(head)
+}
+
+/// Opens `spec` (a path or `-`). `stdin_name` names standard input in reports.
+pub fn open(
+    spec: &str,
+    stdin: Box<dyn Read>,
+    stdin_name: &str,
+    forced: Option<InputKind>,
+) -> Result<Opened, InputError> {
+    let (name, raw): (String, Box<dyn Read>) = if spec == "-" {
+        (stdin_name.to_string(), stdin)
+    } else {
+        let path = Path::new(spec);
+        if path.is_dir() {
+            return Err(InputError::Directory {
+                input: spec.to_string(),
+            });
+        }
+        let f = File::open(path).map_err(|e| InputError::from_io(spec, e, false, 0))?;
+        (
+            spec.to_string(),
+            Box::new(BufReader::with_capacity(1 << 20, f)),
+        )
+    };
+    open_reader(&name, raw, forced)
+}
+
+/// Opens an already-open reader.
+pub fn open_reader(
+    name: &str,
+    mut raw: Box<dyn Read>,
+    forced: Option<InputKind>,
+) -> Result<Opened, InputError> {
+    let first = read_head(&mut raw, 2).map_err(|e| InputError::from_io(name, e, false, 0))?;
+    let compressed = first.starts_with(&[0x1f, 0x8b]);
+    let joined: Box<dyn Read> = Box::new(Cursor::new(first).chain(raw));
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let cut = Arc::new(std::sync::Mutex::new(None));
+    let mut reader: Box<dyn Read> = if compressed {
+        Box::new(Counting {
+            inner: StopAtCut {
+                inner: flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, joined)),
+                produced: 0,
+                cut: cut.clone(),
+            },
+            n: counter.clone(),
+        })
+    } else {
+        Box::new(Counting {
+            inner: joined,
+            n: counter.clone(),
+        })
+    };
+    let mut head = read_head(&mut reader, SNIFF_BYTES)
+        .map_err(|e| InputError::from_io(name, e, compressed, 0))?;
+    // UTF-16 text: transcode the stream to UTF-8 before anything looks at it.
+    if let Some(big_endian) = utf16_order(&head) {
+        let rest = Box::new(Cursor::new(std::mem::take(&mut head)).chain(reader));
+        reader = Box::new(Utf16ToUtf8::new(rest, big_endian));
+        head = read_head(&mut reader, SNIFF_BYTES)
+            .map_err(|e| InputError::from_io(name, e, compressed, 0))?;
+    }
+    let opened_cut = cut.lock().ok().and_then(|c| c.clone());
+    if let (Some(c), true) = (opened_cut, head.is_empty()) {
+        // Nothing decoded at all: there is nothing to keep.
+        return Err(InputError::Gzip {
+            input: name.to_string(),
+            offset: c.offset,
+            message: c.message,
+        });
+    }
+    let kind = forced.unwrap_or_else(|| sniff(&head));
+    let reader: Box<dyn Read> = Box::new(Cursor::new(head.clone()).chain(reader));
+    Ok(Opened {
+        name: Arc::from(name),
+        kind,
+        compressed,
+        head,
+        reader,
+        counter,
+        cut,
+    })
+}
+
+impl Opened {
+    /// Where the gzip stream stopped decoding, if it did (known once it was read to its
+    /// end).
+    pub fn cut(&self) -> Option<Cut> {
+        cut_of(&self.cut)
+    }
+
+    /// The input's display name.
+    pub fn input_name(&self) -> InputName {
+        Arc::clone(&self.name)
+    }
+}
+
+/// What a shared cut flag holds.
+pub fn cut_of(cut: &std::sync::Mutex<Option<Cut>>) -> Option<Cut> {
+    cut.lock().ok().and_then(|c| c.clone())
+}
+
+impl Cut {
+    /// The error for an input that cannot be used without its end (a snapshot, a series).
+    pub fn error(&self, input: &str) -> InputError {
+        InputError::Gzip {
+            input: input.to_string(),
+            offset: self.offset,
+            message: self.message.clone(),
+        }
+    }
+
+    /// The warning for a log diagnosed from the part that decoded.
+    pub fn warning(&self) -> String {
+        format!(
+            "the gzip stream is cut after {} bytes of decompressed output ({}); diagnosed what was decoded, the end of the log is missing",
+            self.offset, self.message
+        )
+    }
+}
+
+/// Decides an input's kind from its first bytes.
+pub fn sniff(head: &[u8]) -> InputKind {
+    if crate::ingest::snapshot::looks_like_pickle(head) {
+        return InputKind::Snapshot;
+    }
+    if head.starts_with(b"GGUF") {
+        return InputKind::Model;
+    }
+    let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{')
+        && (text.contains("\"model_type\"") || text.contains("\"architectures\""))
+        && text.contains("\"num_hidden_layers\"")
+    {
+        return InputKind::Model;
+    }
+    if crate::ingest::series::sniff(head).is_some() {
+        return InputKind::Series;
+    }
+    InputKind::Log
+}
+
+/// Detects UTF-16 by its byte-order mark, or by the NUL pattern of ASCII text without one.
+fn utf16_order(head: &[u8]) -> Option<bool> {
+    if head.starts_with(&[0xFF, 0xFE]) {
+        return Some(false);
+    }
+    if head.starts_with(&[0xFE, 0xFF]) {
+        return Some(true);
+    }
+    let sample = &head[..head.len().min(512) & !1];
+    if sample.len() < 16 {
+        return None;
+    }
+    let pairs = sample.len() / 2;
+    let odd_nuls = sample.chunks(2).filter(|c| c[1] == 0 && c[0] != 0).count();
+    let even_nuls = sample.chunks(2).filter(|c| c[0] == 0 && c[1] != 0).count();
+    if odd_nuls * 10 >= pairs * 9 {
+        Some(false)
+    } else if even_nuls * 10 >= pairs * 9 {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// Streams UTF-16 (either byte order) as UTF-8. Unpaired surrogates become U+FFFD.
+struct Utf16ToUtf8 {
+    inner: Box<dyn Read>,
+    big_endian: bool,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+    out_pos: usize,
+    started: bool,
+    eof: bool,
+}
+
+impl Utf16ToUtf8 {
+    fn new(inner: Box<dyn Read>, big_endian: bool) -> Self {
+        Utf16ToUtf8 {
+            inner,
+            big_endian,
+            pending: Vec::new(),
+            out: Vec::new(),
+            out_pos: 0,
+            started: false,
+            eof: false,
+        }
+    }
+
+    fn refill(&mut self) -> io::Result<()> {
+        let mut buf = vec![0u8; 64 << 10];
+        let n = self.inner.read(&mut buf)?;
+        if n == 0 {
+            self.eof = true;
+        }
+        self.pending.extend_from_slice(&buf[..n]);
+        let usable = self.pending.len() & !1;
+        let units: Vec<u16> = self.pending[..usable]
+            .chunks_exact(2)
+            .map(|c| {
+                if self.big_endian {
+                    u16::from_be_bytes([c[0], c[1]])
+                } else {
+                    u16::from_le_bytes([c[0], c[1]])
+                }
+            })
+            .collect();
+        // Keep a trailing high surrogate for the next round, so a pair split across reads survives.
+        let keep_last = !self.eof && units.last().is_some_and(|u| (0xD800..0xDC00).contains(u));
+        let take = if keep_last {
+            units.len() - 1
+        } else {
+            units.len()
+        };
+        let mut s: String = char::decode_utf16(units[..take].iter().copied())
+            .map(|r| r.unwrap_or('\u{FFFD}'))
+            .collect();
+        if !self.started {
+            s = s.trim_start_matches('\u{FEFF}').to_string();
+            self.started = !s.is_empty() || self.eof;
+        }
+        self.pending.drain(..take * 2);
+        if self.eof {
+            self.pending.clear();
+        }
+        self.out = s.into_bytes();
+        self.out_pos = 0;
+        Ok(())
+    }
+}
+
+impl Read for Utf16ToUtf8 {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.out_pos >= self.out.len() {
+            if self.eof {
+                return Ok(0);
+            }
+            self.refill()?;
+        }
+        let n = (self.out.len() - self.out_pos).min(buf.len());
+        buf[..n].copy_from_slice(&self.out[self.out_pos..self.out_pos + n]);
+        self.out_pos += n;
+        Ok(n)
+    }
+}
+
+/// A reader that is also buffered, for parsers that want lines.
+pub fn buffered(r: Box<dyn Read>) -> Box<dyn BufRead> {
+    Box::new(BufReader::with_capacity(1 << 20, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(o: Opened) -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut r = o.reader;
+        r.read_to_end(&mut v).unwrap();
+        v
+    }
+
+    #[test]
+    fn plain_and_gzip_read_the_same() {
+        let text = b"hello\nCUDA out of memory\n".to_vec();
+        let o = open_reader("a", Box::new(Cursor::new(text.clone())), None).unwrap();
+        assert!(!o.compressed);
+        assert_eq!(o.kind, InputKind::Log);
+        assert_eq!(read_all(o), text);
+
+        let mut gz = Vec::new();
+        {
+            use std::io::Write;
+            let mut e = flate2::write::GzEncoder::new(&mut gz, flate2::Compression::fast());
+            e.write_all(&text).unwrap();
+            e.finish().unwrap();
+        }
+        // Two members, as rotated logs are concatenated.
+        let mut two = gz.clone();
+        two.extend_from_slice(&gz);
+        let o = open_reader("a.gz", Box::new(Cursor::new(two)), None).unwrap();
+        assert!(o.compressed);
+        assert_eq!(read_all(o), [text.clone(), text].concat());
+    }
+
+    #[test]
+    fn corrupt_gzip_is_an_error() {
+        let mut bad = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3];
+        bad.extend_from_slice(b"not deflate at all, just junk");
+        match open_reader("bad.gz", Box::new(Cursor::new(bad)), None) {
+            Err(InputError::Gzip { .. }) => {}
+            Ok(o) => {
+                let mut v = Vec::new();
+                let mut r = o.reader;
+                assert!(r.read_to_end(&mut v).is_err());
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn utf16_is_transcoded() {
+        let text = "CUDA out of memory. Tried to allocate 2.00 GiB\r\nline two ✓\r\n";
+        let mut le = vec![0xFF, 0xFE];
+        le.extend(text.encode_utf16().flat_map(|u| u.to_le_bytes()));
+        let o = open_reader("w.log", Box::new(Cursor::new(le)), None).unwrap();
+        assert_eq!(String::from_utf8(read_all(o)).unwrap(), text);
+        let be: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
+        let o = open_reader("w.log", Box::new(Cursor::new(be)), None).unwrap();
+        assert_eq!(String::from_utf8(read_all(o)).unwrap(), text);
+    }
+
+    #[test]
+    fn kinds_are_sniffed_from_content() {
+        assert_eq!(
+            sniff(b"Traceback (most recent call last):\n"),
+            InputKind::Log
+        );
+        assert_eq!(sniff(b"GGUF\x03\x00\x00\x00"), InputKind::Model);
+        assert_eq!(sniff(br#"{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32}"#), InputKind::Model);
+        assert_eq!(sniff(b""), InputKind::Log);
+    }
+
+    #[test]
+    fn missing_file() {
+        let e = open(
+            "/definitely/not/here.log",
+            Box::new(io::empty()),
+            "<stdin>",
+            None,
+        )
+        .err()
+        .unwrap();
+        assert!(matches!(e, InputError::NotFound { .. }));
+    }
+}

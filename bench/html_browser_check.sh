@@ -26,9 +26,9 @@ if [ -z "$CHROMIUM" ]; then
 fi
 
 declare -A CASES=(
-    [log]="fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log"
+    [log]="rules/torch-fragmentation/fires-hf-trainer-2ranks.log"
     [snapshot]="fixtures/snapshots/fragmentation_oom.pickle"
-    [fused]="fixtures/rules/series-steady-growth/fires-ambiguous-log-and-smi/train.log fixtures/rules/series-steady-growth/fires-ambiguous-log-and-smi/gpu.csv"
+    [fused]="rules/series-steady-growth/fires-ambiguous-log-and-smi/train.log rules/series-steady-growth/fires-ambiguous-log-and-smi/gpu.csv"
 )
 
 # check NAME: renders $OUT/NAME.html; returns 1 on a console error, a network request the

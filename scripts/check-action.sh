@@ -23,7 +23,7 @@ fail() { echo "check-action: FAIL: $*" >&2; exit 1; }
 ws=$scratch/workspace
 dumps=$scratch/dumps
 mkdir -p "$ws/logs" "$dumps/run1" "$scratch/runner"
-cp fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log "$ws/logs/train.log"
+cp rules/torch-fragmentation/fires-hf-trainer-2ranks.log "$ws/logs/train.log"
 echo "step 4/100 loss 2.31" > "$ws/logs/healthy.log"
 cp fixtures/snapshots/fragmentation_oom.pickle "$dumps/run1/oom-20261125-153809.pickle"
 cp fixtures/sidecar/oom-20261125-153809.pickle.json "$dumps/run1/"

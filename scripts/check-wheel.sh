@@ -49,7 +49,7 @@ echo "oomdoctor --version: $version"
 [ "$version" = "oomdoctor $(grep -m1 '^version' "$root/Cargo.toml" | cut -d'"' -f2)" ] || fail "unexpected version: $version"
 
 # 4. python -m oomdoctor on a bundled fixture: the fragmentation log, as JSON.
-fixture=$root/fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log
+fixture=$root/rules/torch-fragmentation/fires-hf-trainer-2ranks.log
 set +e
 "$root/$bin/python" -m oomdoctor "$fixture" --format json > out.json
 code=$?

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
-const FRAG: &str = "fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
+const FRAG: &str = "rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(BIN)

@@ -14,10 +14,10 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
-const FRAG: &str = "fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
-const LEAK: &str = "fixtures/rules/torch-leak-after-many-steps/fires-memory-creeps-up.log";
-const KILLED: &str = "fixtures/rules/process-killed/fires-bash-killed-while-loading.log";
-const CLEAN: &str = "fixtures/rules/process-killed/near-miss-terminated-by-timeout.log";
+const FRAG: &str = "rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
+const LEAK: &str = "rules/torch-leak-after-many-steps/fires-memory-creeps-up.log";
+const KILLED: &str = "rules/process-killed/fires-bash-killed-while-loading.log";
+const CLEAN: &str = "rules/process-killed/not-oom-terminated-by-timeout.log";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -909,8 +909,8 @@ fn fingerprint_is_stable_and_tells_causes_apart() {
         FRAG,
         LEAK,
         KILLED,
-        "fixtures/rules/torch-weights-on-load/fires-13b-fp32-on-24g.log",
-        "fixtures/rules/torch-other-processes/fires-notebook-two-neighbours.log",
+        "rules/torch-weights-on-load/fires-13b-fp32-on-24g.log",
+        "rules/torch-other-processes/fires-notebook-two-neighbours.log",
     ] {
         let v = json(&run(&[f, "--format", "json"]));
         causes.push(v["incidents"][0]["cause"].as_str().unwrap().to_string());

@@ -14,7 +14,7 @@ fn diagnose(inputs: &[&str]) -> oomdoctor::diagnosis::report::Diagnosis {
 
 #[test]
 fn log_and_snapshot_make_one_incident() {
-    let dir = "fixtures/rules/torch-activations/fires-log-and-snapshot";
+    let dir = "rules/torch-activations/fires-log-and-snapshot";
     let d = diagnose(&[
         &format!("{dir}/crash.log"),
         &format!("{dir}/dump_snapshot.pickle"),
@@ -350,7 +350,7 @@ fn a_per_process_series_names_the_neighbour_in_a_contention_incident() {
     assert_eq!(num(inc, "series.own_process_pid"), 48213.0);
 
     // An old PyTorch message names no process; the per-process series alone does.
-    let dir = "fixtures/rules/series-neighbour-process/fires-old-torch-log-and-apps";
+    let dir = "rules/series-neighbour-process/fires-old-torch-log-and-apps";
     let d = diagnose(&[&format!("{dir}/train.log"), &format!("{dir}/apps.csv")]);
     assert_eq!(d.incidents.len(), 1);
     let inc = &d.incidents[0];
@@ -388,7 +388,7 @@ fn near_misses_make_no_incident() {
 fn a_device_full_by_design_is_no_evidence_for_a_serving_oom() {
     // vLLM at 91% for hours, then a serving OOM: one incident, decided by the log; the flat
     // series is neither a leak nor a second incident.
-    let dir = "fixtures/rules/series-steady-growth/near-miss-vllm-flat-then-serving-oom";
+    let dir = "rules/series-steady-growth/near-miss-vllm-flat-then-serving-oom";
     let d = diagnose(&[&format!("{dir}/vllm.log"), &format!("{dir}/gpu.csv")]);
     assert_eq!(d.incidents.len(), 1);
     let inc = &d.incidents[0];
@@ -408,7 +408,7 @@ fn a_device_full_by_design_is_no_evidence_for_a_serving_oom() {
 
 #[test]
 fn log_series_and_snapshot_together_make_one_incident() {
-    let dir = "fixtures/rules/torch-activations/fires-log-and-snapshot";
+    let dir = "rules/torch-activations/fires-log-and-snapshot";
     let d = diagnose(&[
         &format!("{dir}/crash.log"),
         "fixtures/series/first-batch-3gib.csv",
@@ -439,7 +439,7 @@ fn log_series_and_snapshot_together_make_one_incident() {
 
 #[test]
 fn a_snapshot_alone_takes_series_facts_from_its_own_device() {
-    let dir = "fixtures/rules/torch-activations/fires-log-and-snapshot";
+    let dir = "rules/torch-activations/fires-log-and-snapshot";
     let d = diagnose(&[
         &format!("{dir}/dump_snapshot.pickle"),
         "fixtures/series/first-batch-3gib.csv",

@@ -202,7 +202,8 @@ fn generated_hostile_logs_never_leak_a_control_character() {
         }
         let name: std::sync::Arc<str> =
             std::sync::Arc::from(format!("r{round}\x1b]0;t\x07\u{9b}.log"));
-        let (evidence, _) = oomdoctor::incident::analyze_log(&mut log.as_bytes(), &name).unwrap();
+        let (evidence, _) =
+            oomdoctor::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &name).unwrap();
         let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
         d.incidents = oomdoctor::diagnosis::verdict::finish(
             evidence

@@ -103,7 +103,7 @@ fn every_fixture_output_matches_the_schema() {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let mut checked = 0;
-    for entry in glob_logs("fixtures/rules") {
+    for entry in glob_logs("rules") {
         let (d, _) = oomdoctor::cli::app::diagnose_inputs(
             std::slice::from_ref(&entry),
             &rules,
@@ -120,7 +120,7 @@ fn every_fixture_output_matches_the_schema() {
     // Fixtures that are directories: every file of one is an input of one run (a log with
     // its memory series).
     let mut dirs = 0;
-    for dir in fixture_dirs("fixtures/rules") {
+    for dir in fixture_dirs("rules") {
         let mut inputs: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .flatten()
@@ -141,9 +141,8 @@ fn every_fixture_output_matches_the_schema() {
         vec!["fixtures/snapshots/no_oom_summary.pickle".to_string()],
         vec!["fixtures/snapshots/leak_profiler_steps.pickle".to_string()],
         vec![
-            "fixtures/rules/torch-activations/fires-log-and-snapshot/crash.log".to_string(),
-            "fixtures/rules/torch-activations/fires-log-and-snapshot/dump_snapshot.pickle"
-                .to_string(),
+            "rules/torch-activations/fires-log-and-snapshot/crash.log".to_string(),
+            "rules/torch-activations/fires-log-and-snapshot/dump_snapshot.pickle".to_string(),
         ],
     ] {
         let (d, _) =
@@ -161,7 +160,7 @@ fn optional_fields_match_the_schema_and_stay_optional() {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let (mut d, _) = oomdoctor::cli::app::diagnose_inputs(
-        &["fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log".to_string()],
+        &["rules/torch-fragmentation/fires-hf-trainer-2ranks.log".to_string()],
         &rules,
         &Default::default(),
         None,

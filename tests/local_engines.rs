@@ -7,7 +7,7 @@ use std::io::Cursor;
 use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::Diagnosis;
 use oomdoctor::diagnosis::rules::RuleSet;
-use oomdoctor::incident::analyze_log;
+use oomdoctor::ingest::log::grouping::analyze_log;
 
 fn diagnose(log: &str) -> Diagnosis {
     let rules = RuleSet::builtin().unwrap();

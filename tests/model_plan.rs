@@ -5,12 +5,12 @@
 use std::path::PathBuf;
 
 use oomdoctor::ingest::model::config;
-use oomdoctor::knowledge::{Engine, gpus};
 use oomdoctor::knowledge::fit::{EnginePlan, FitStatus};
 use oomdoctor::knowledge::memory::{self, CacheDtype, GIB, KvSpec, Trace};
 use oomdoctor::knowledge::plan::{
     PlanArgs, PlanError, PlanFormat, PlanReport, plan, render_human, render_json,
 };
+use oomdoctor::knowledge::{Engine, gpus};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

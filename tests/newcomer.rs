@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_oomdoctor");
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
-const FRAG: &str = "fixtures/rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
+const FRAG: &str = "rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
 
 /// A fresh directory per test.
 fn tmp(name: &str) -> PathBuf {
@@ -151,9 +151,9 @@ fn human_output_follows_the_width() {
     assert_eq!(too_wide(&narrow, 64), Vec::<String>::new(), "{narrow}");
     // Other rule fixtures, short file names: prose and snippets fit.
     for f in [
-        "fixtures/rules/kernel-oom-cgroup/fires-docker-memcg.log",
-        "fixtures/rules/vllm-no-kv-cache-blocks/fires-v1-7b-fp16-on-16g.log",
-        "fixtures/rules/torch-other-processes/fires-notebook-two-neighbours.log",
+        "rules/kernel-oom-cgroup/fires-docker-memcg.log",
+        "rules/vllm-no-kv-cache-blocks/fires-v1-7b-fp16-on-16g.log",
+        "rules/torch-other-processes/fires-notebook-two-neighbours.log",
     ] {
         let src = Path::new(ROOT).join(f);
         if !src.exists() {
@@ -444,7 +444,7 @@ fn readme_examples_print_what_the_readme_shows() {
     let d = tmp("readme");
     std::os::unix::fs::symlink(root.join("fixtures"), d.join("fixtures")).unwrap();
     std::fs::copy(root.join(FRAG), d.join("crash.log")).unwrap();
-    let leak = root.join("fixtures/rules/series-steady-growth/fires-ambiguous-log-and-smi");
+    let leak = root.join("rules/series-steady-growth/fires-ambiguous-log-and-smi");
     std::fs::copy(leak.join("train.log"), d.join("train.log")).unwrap();
     std::fs::copy(leak.join("gpu.csv"), d.join("gpu.csv")).unwrap();
     let bin_dir = Path::new(BIN).parent().unwrap();

@@ -141,7 +141,7 @@ fn summaries_do_not_contradict_their_numbers() {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = RuleSet::builtin().unwrap();
     let mut inputs: Vec<String> = vec!["fixtures/series/incident-leak/train.log".into()];
-    for dir in ["fixtures/pastes", "fixtures/rules/torch-activations"] {
+    for dir in ["fixtures/pastes", "rules/torch-activations"] {
         for e in std::fs::read_dir(dir).unwrap().flatten() {
             if e.path().is_file() {
                 inputs.push(e.path().display().to_string());

@@ -231,7 +231,7 @@ fn confidence_is_calibrated() {
             }
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rules");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("rules");
     for rule in &rules.rules {
         let Ok(entries) = std::fs::read_dir(root.join(&rule.id)) else {
             continue;

@@ -6,7 +6,8 @@ use std::path::Path;
 
 fn replay_log(data: &[u8]) {
     let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("regression.log");
-    let (evidence, _) = oomdoctor::incident::analyze_log(&mut &data[..], &input).unwrap();
+    let (evidence, _) =
+        oomdoctor::ingest::log::grouping::analyze_log(&mut &data[..], &input).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
     d.incidents = oomdoctor::diagnosis::verdict::finish(

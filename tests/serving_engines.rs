@@ -34,7 +34,7 @@ const SERVING_PREFIXES: &[&str] = &["vllm-", "sglang-", "tgi-", "trtllm-", "serv
 
 fn serving_fixtures() -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for dir in std::fs::read_dir(root().join("fixtures/rules")).unwrap() {
+    for dir in std::fs::read_dir(root().join("rules")).unwrap() {
         let dir = dir.unwrap().path();
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         if !dir.is_dir() || !SERVING_PREFIXES.iter().any(|p| name.starts_with(p)) {
@@ -58,9 +58,7 @@ fn rel(p: &Path) -> String {
 
 #[test]
 fn the_same_error_on_three_starts_is_one_incident_with_three_copies() {
-    let d = diagnose(
-        "fixtures/rules/vllm-max-model-len-exceeds-kv/fires-v0-journald-three-restarts.log",
-    );
+    let d = diagnose("rules/vllm-max-model-len-exceeds-kv/fires-v0-journald-three-restarts.log");
     assert_eq!(d.incidents.len(), 1);
     let inc = &d.incidents[0];
     assert_eq!(inc.copies, 3);
@@ -70,8 +68,7 @@ fn the_same_error_on_three_starts_is_one_incident_with_three_copies() {
     assert_eq!(j["incidents"][0]["facts"]["run.restarts"]["value"], 2);
 
     // The budget check wrapped by a terminal, in a docker restart loop.
-    let d =
-        diagnose("fixtures/rules/vllm-startup-budget-exceeds-free/fires-wrapped-restart-loop.log");
+    let d = diagnose("rules/vllm-startup-budget-exceeds-free/fires-wrapped-restart-loop.log");
     assert_eq!(d.incidents.len(), 1);
     assert_eq!(d.incidents[0].copies, 3);
 }
@@ -207,7 +204,7 @@ fn budget_knobs_point_the_right_way_for_the_phase() {
 /// holds 46032 tokens: cap --max-model-len at or below that, rounded.
 #[test]
 fn max_model_len_fix_never_exceeds_what_the_cache_holds() {
-    let d = diagnose("fixtures/rules/vllm-max-model-len-exceeds-kv/fires-v1-131k-on-24g.log");
+    let d = diagnose("rules/vllm-max-model-len-exceeds-kv/fires-v1-131k-on-24g.log");
     let fix = d.incidents[0]
         .fixes
         .iter()

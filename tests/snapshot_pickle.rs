@@ -262,10 +262,7 @@ fn os_system_is_refused_and_never_runs() {
             "{text}"
         );
         let code = miette::Diagnostic::code(&err).map(|c| c.to_string());
-        assert_eq!(
-            code.as_deref(),
-            Some("oomdoctor::ingest::snapshot::pickle::refused_code")
-        );
+        assert_eq!(code.as_deref(), Some("oomdoctor::pickle::refused_code"));
     }
     assert!(!marker.exists(), "the command ran");
     // Every other code-running opcode is refused too, by name.
@@ -393,7 +390,7 @@ fn memo_bombs_stay_cheap() {
         miette::Diagnostic::code(&err)
             .map(|c| c.to_string())
             .as_deref(),
-        Some("oomdoctor::ingest::snapshot::expansion_limit")
+        Some("oomdoctor::snapshot::expansion_limit")
     );
 }
 
@@ -456,29 +453,14 @@ fn flipped_bytes_never_panic() {
 #[test]
 fn errors_are_diagnostics_with_stable_codes() {
     let cases: &[(&[u8], &str)] = &[
-        (
-            b"\x80\x04X\x10\x00",
-            "oomdoctor::ingest::snapshot::pickle::truncated",
-        ),
-        (
-            b"\x80\x04\xff.",
-            "oomdoctor::ingest::snapshot::pickle::unknown_opcode",
-        ),
-        (
-            b"\x80\x09.",
-            "oomdoctor::ingest::snapshot::pickle::protocol",
-        ),
-        (
-            b"\x80\x04a.",
-            "oomdoctor::ingest::snapshot::pickle::malformed",
-        ),
-        (
-            b"\x80\x04K\x01.",
-            "oomdoctor::ingest::snapshot::not_a_snapshot",
-        ),
+        (b"\x80\x04X\x10\x00", "oomdoctor::pickle::truncated"),
+        (b"\x80\x04\xff.", "oomdoctor::pickle::unknown_opcode"),
+        (b"\x80\x09.", "oomdoctor::pickle::protocol"),
+        (b"\x80\x04a.", "oomdoctor::pickle::malformed"),
+        (b"\x80\x04K\x01.", "oomdoctor::snapshot::not_a_snapshot"),
         (
             b"\x80\x04}\x94(\x8c\x01a\x94K\x01u.",
-            "oomdoctor::ingest::snapshot::not_a_snapshot",
+            "oomdoctor::snapshot::not_a_snapshot",
         ),
     ];
     for (bytes, code) in cases {

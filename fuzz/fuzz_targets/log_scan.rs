@@ -9,7 +9,7 @@ static RULES: LazyLock<oomdoctor::diagnosis::rules::RuleSet> =
 
 fuzz_target!(|data: &[u8]| {
     let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("fuzz.log");
-    let Ok((evidence, _)) = oomdoctor::incident::analyze_log(&mut &data[..], &input) else { return };
+    let Ok((evidence, _)) = oomdoctor::ingest::log::grouping::analyze_log(&mut &data[..], &input) else { return };
     let rules = &*RULES;
     let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
     d.incidents = oomdoctor::diagnosis::verdict::finish(evidence.incidents.iter().map(|i| oomdoctor::diagnosis::verdict::diagnose(i, rules)).collect());

@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     // The input's name is hostile too: the first line of the data.
     let name = String::from_utf8_lossy(data.split(|b| *b == b'\n').next().unwrap_or(b""));
     let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from(&*name);
-    let Ok((evidence, _)) = oomdoctor::incident::analyze_log(&mut &data[..], &input) else {
+    let Ok((evidence, _)) = oomdoctor::ingest::log::grouping::analyze_log(&mut &data[..], &input) else {
         return;
     };
     let rules = &*RULES;

@@ -266,55 +266,6 @@ fn emit(io: &mut Io<'_>, text: &str, sink: render::terminal::Sink) -> io::Result
     }
 }
 
-/// Largest rule file read from `--rules` (the biggest built-in rule is a few KiB).
-pub const MAX_RULE_FILE_BYTES: u64 = 1 << 20;
-
-/// A `--rules` entry that is not a rule file one can read to its end.
-#[derive(Debug, thiserror::Error, Diagnostic)]
-#[error("{path}: {problem}")]
-#[diagnostic(
-    code(oomdoctor::diagnosis::rules::unreadable),
-    help("--rules takes a directory of rule files (*.toml); remove or rename this entry")
-)]
-pub struct RulesEntryRefused {
-    pub path: String,
-    pub problem: String,
-}
-
-/// Looks at every `*.toml` entry of a `--rules` directory before the loader reads them: a
-/// symbolic link to `/dev/zero` would be read forever, a FIFO would block forever, and a
-/// huge file would be read whole. Such an entry stops the run with its name (rules decide
-/// verdicts, so a rule set with a piece left out is not used).
-fn check_rules_dir(dir: &Path) -> Result<(), RulesEntryRefused> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        // The loader reports an unreadable directory with its own error.
-        return Ok(());
-    };
-    for p in entries.filter_map(|e| e.ok().map(|e| e.path())) {
-        if p.extension().is_none_or(|x| x != "toml") {
-            continue;
-        }
-        let refuse = |problem: String| RulesEntryRefused {
-            path: p.display().to_string(),
-            problem,
-        };
-        // Follows symbolic links: what matters is what reading it would read.
-        let meta = std::fs::metadata(&p).map_err(|e| refuse(format!("cannot read: {e}")))?;
-        if !meta.is_file() {
-            return Err(refuse(
-                "not a regular file (a directory, device, FIFO or socket); nothing was read".into(),
-            ));
-        }
-        if meta.len() > MAX_RULE_FILE_BYTES {
-            return Err(refuse(format!(
-                "{} bytes is more than the {MAX_RULE_FILE_BYTES}-byte limit for a rule file",
-                meta.len()
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn load_rules(dirs: &[std::path::PathBuf], io: &mut Io<'_>) -> Option<RuleSet> {
     let mut set = match RuleSet::builtin() {
         Ok(s) => s,
@@ -324,13 +275,21 @@ fn load_rules(dirs: &[std::path::PathBuf], io: &mut Io<'_>) -> Option<RuleSet> {
         }
     };
     for d in dirs {
-        if let Err(e) = check_rules_dir(d) {
-            report_error(io, &e);
-            return None;
-        }
-        if let Err(e) = set.load_dir(d) {
-            report_error(io, &e);
-            return None;
+        match set.load_dir(d) {
+            Ok(skipped) => {
+                for s in skipped {
+                    let _ = writeln!(
+                        io.stderr,
+                        "oomdoctor: skipped {}: {}",
+                        render::terminal::visible(&s.path),
+                        s.why
+                    );
+                }
+            }
+            Err(e) => {
+                report_error(io, &e);
+                return None;
+            }
         }
     }
     Some(set)
@@ -764,79 +723,6 @@ fn anomaly_warnings(a: &crate::ingest::snapshot::Anomalies) -> Vec<String> {
     )]
 }
 
-/// The phase a snapshot's OOM suggests, from what the failing allocation was for.
-fn snapshot_phase(facts: &crate::facts::evidence::Facts) -> &'static str {
-    facts
-        .str("snapshot.oom_category")
-        .and_then(crate::incident::phase::of_allocation_category)
-        .unwrap_or(crate::incident::phase::id::UNKNOWN)
-}
-
-/// Joins snapshots to the log incidents they describe, or makes incidents of their own.
-///
-/// A snapshot describes a log incident on the same device (or the only device-OOM incident
-/// when the log does not name a device): its facts join that incident, the log's facts
-/// winning where both speak, so `crash.log snapshot.pickle` is one incident drawing on both.
-/// A snapshot whose OOM no log shows is an incident by itself.
-fn fuse_snapshots(
-    incidents: &mut Vec<crate::incident::Incident>,
-    snapshots: &[crate::ingest::snapshot::SnapshotAnalysis],
-) {
-    use crate::ingest::log::engines::{Domain, id};
-    for snap in snapshots {
-        let device = snap.oom_device().or_else(|| snap.focus_device());
-        let candidates: Vec<usize> = incidents
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.domain == Domain::Device && i.kind == "device-oom")
-            .filter(|(_, i)| match (device, i.device) {
-                (Some(d), Some(id)) => d == id || i.devices.contains(&d),
-                _ => true,
-            })
-            .map(|(k, _)| k)
-            .collect();
-        let facts = match device {
-            Some(d) => snap.facts_for_device(d),
-            None => snap.facts(),
-        };
-        match candidates.first() {
-            Some(&k) if candidates.len() == 1 || device.is_some() => {
-                let inc = &mut incidents[k];
-                inc.facts.merge(&facts, false);
-                if inc.device.is_none() {
-                    inc.device = device;
-                }
-            }
-            _ if snap.oom_device().is_some() => {
-                let input: crate::facts::evidence::InputName =
-                    std::sync::Arc::from(snap.input.as_str());
-                let first = facts
-                    .get("oom.requested_bytes")
-                    .and_then(|f| f.sources.first().cloned())
-                    .unwrap_or_else(|| {
-                        crate::facts::evidence::Provenance::at(input.clone(), "oom")
-                    });
-                let mut facts = facts;
-                facts.set_if_absent("failure.kind", "device-oom", Some(first.clone()));
-                facts.set_if_absent("failure.engine", id::PYTORCH, Some(first.clone()));
-                let phase = snapshot_phase(&facts);
-                facts.set_if_absent("phase", phase, Some(first.clone()));
-                incidents.push(crate::incident::Incident::from_evidence(
-                    input,
-                    "device-oom",
-                    id::PYTORCH,
-                    Domain::Device,
-                    device,
-                    first,
-                    facts,
-                    phase,
-                ));
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Reads a memory series (nvidia-smi CSV, Prometheus text, CSV or JSON Lines) whole, within
 /// the sample limit. It is analysed with the run's other series once every input is read.
 fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
@@ -885,337 +771,6 @@ fn series_input(opened: input::Opened) -> Result<InputOutcome, InputError> {
     });
     out.series_set = Some(set);
     Ok(out)
-}
-
-/// How far a log's failure time may be from a series' crash (between its last high and
-/// first low sample) and still be the same failure.
-const SERIES_MATCH_TOLERANCE_S: i64 = 60;
-
-/// A log timestamp as a time the series can use. Yearless stamps (vLLM's `08-22 20:52:36`,
-/// glog, syslog) take the year of the series; a span across New Year tries both years.
-fn log_time(
-    text: &str,
-    span: Option<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)>,
-) -> Option<chrono::DateTime<chrono::Utc>> {
-    use chrono::Datelike;
-    let Some((start, end)) = span else {
-        return crate::ingest::series::parse_log_time(text, None).map(|(t, _)| t);
-    };
-    let day = chrono::Duration::days(1);
-    let mut first = None;
-    for year in [start.year(), end.year()] {
-        if let Some((t, _)) = crate::ingest::series::parse_log_time(text, Some(year)) {
-            if t >= start - day && t <= end + day {
-                return Some(t);
-            }
-            first.get_or_insert(t);
-        }
-    }
-    first
-}
-
-/// The engine a series names: the failing process's name (`VLLM::EngineCore`,
-/// `/app/llama-server`), else `unknown`. Engine metrics beside a device series do not say
-/// which process filled the device, so they do not name it.
-fn series_engine(facts: &crate::facts::evidence::Facts) -> &'static str {
-    use crate::ingest::log::engines::id;
-    let by_name = |name: &str| {
-        let n = name.to_ascii_lowercase();
-        [
-            ("vllm", id::VLLM),
-            ("sglang", id::SGLANG),
-            ("ollama", id::OLLAMA),
-            ("llama-server", id::LLAMACPP),
-            ("llama-cli", id::LLAMACPP),
-            ("text-generation", id::TGI),
-            ("tritonserver", id::TRTLLM),
-            ("trtllm", id::TRTLLM),
-        ]
-        .iter()
-        .find(|(k, _)| n.contains(k))
-        .map(|(_, e)| *e)
-    };
-    facts
-        .str("series.own_process_name")
-        .and_then(by_name)
-        .unwrap_or(id::UNKNOWN)
-}
-
-/// The phase a series-only failure came in, from when it came: while memory was still
-/// ramping up from idle (loading), shortly after the load ramp (the first steps or
-/// requests), or later. Returns the phase and the sentence saying why.
-fn series_phase(facts: &crate::facts::evidence::Facts, engine: &str) -> (&'static str, String) {
-    use crate::facts::units::format_bytes_f;
-    use crate::incident::phase::id;
-    let serving = matches!(
-        engine,
-        crate::ingest::log::engines::id::VLLM
-            | crate::ingest::log::engines::id::SGLANG
-            | crate::ingest::log::engines::id::TGI
-            | crate::ingest::log::engines::id::TRTLLM
-            | crate::ingest::log::engines::id::OLLAMA
-            | crate::ingest::log::engines::id::LLAMACPP
-    );
-    let secs = facts.num("series.seconds_since_load");
-    if facts.bool("series.failed_during_load") == Some(true) {
-        let peak = facts
-            .num("series.peak_bytes")
-            .map_or(String::new(), |p| format!(" to {}", format_bytes_f(p)));
-        return (
-            id::MODEL_LOAD,
-            format!(
-                "series: memory was still ramping up from idle{peak} when the device filled, before the run ever settled: during loading"
-            ),
-        );
-    }
-    let seconds = |s: f64| crate::facts::evidence::Unit::Seconds.display(&s.into());
-    match secs {
-        Some(s) if s <= 120.0 => (
-            if serving { id::WARMUP } else { id::FIRST_STEP },
-            format!(
-                "series: the device filled {} after the load ramp ended: on the first {}",
-                seconds(s),
-                if serving { "requests" } else { "steps" }
-            ),
-        ),
-        Some(s) => (
-            if serving {
-                id::SERVING
-            } else {
-                id::STEADY_STATE
-            },
-            format!(
-                "series: the device filled {} after the load ramp ended",
-                seconds(s)
-            ),
-        ),
-        None => (
-            id::UNKNOWN,
-            "series: the device filled, then its memory was released".to_string(),
-        ),
-    }
-}
-
-/// Facts that stay true when a series does not cover the failure's moment: which device,
-/// its size, and that the series could not be lined up.
-const SERIES_UNALIGNED_FACTS: &[&str] = &[
-    "series.device",
-    "series.device_uuid",
-    "series.total_bytes",
-    "series.time_aligned",
-    "series.failure_gap_seconds",
-    "series.failure_time",
-    "series.skipped_rows",
-];
-
-/// Joins memory series to the incidents they describe, or makes incidents of their own.
-///
-/// Each device incident (from a log, or from a snapshot on a device the series has) is lined
-/// up by device and time: the timestamp of its failure line (or the nearest one before it)
-/// cuts the series there, and the `series.*` facts of that moment join the incident's, the
-/// log's facts winning where both speak. A series failure (the device filled, then the
-/// memory was released) at that time is the same incident, never a second one. A log
-/// without timestamps is lined up by device only (`series.time_aligned = false`); a log
-/// time outside the series keeps only the facts that do not depend on the moment. Series
-/// failures no other input shows become incidents of their own, except a drop from a
-/// device that was full by design (a preallocating engine stopping): that is a restart.
-fn fuse_series(
-    incidents: &mut Vec<crate::incident::Incident>,
-    analysis: &crate::ingest::series::SeriesAnalysis,
-    snapshot_inputs: &[String],
-) -> Vec<crate::ingest::series::OomMark> {
-    use crate::facts::evidence::Provenance;
-    use crate::ingest::log::engines::Domain;
-    use crate::ingest::series::Clock;
-    let span = analysis.wall_span();
-    let wall = span.is_some()
-        || analysis.engines.iter().any(|e| e.clock == Clock::Wall)
-        || analysis
-            .orphan_processes
-            .iter()
-            .any(|p| p.series.clock == Clock::Wall);
-    let series_devices = analysis.devices();
-    let failures = &analysis.failures;
-    let mut used = vec![false; failures.len()];
-    let mut marks = Vec::new();
-    let tolerance = chrono::Duration::seconds(SERIES_MATCH_TOLERANCE_S);
-    for inc in incidents.iter_mut() {
-        if inc.domain != Domain::Device {
-            continue;
-        }
-        // A snapshot's incident takes series facts only from its own device.
-        if snapshot_inputs.iter().any(|s| **s == *inc.input)
-            && !inc.device.is_some_and(|d| series_devices.contains(&d))
-        {
-            continue;
-        }
-        let time = if wall {
-            inc.time_hint.as_deref().and_then(|t| log_time(t, span))
-        } else {
-            None
-        };
-        // The series failure this incident is: same time, on one of its devices (or on
-        // any device when the series has none of them: CUDA_VISIBLE_DEVICES renumbers).
-        let on_device = |d: u32| {
-            inc.devices.is_empty()
-                || inc.devices.contains(&d)
-                || !series_devices.iter().any(|x| inc.devices.contains(x))
-        };
-        let same: Vec<usize> = match time {
-            Some(t) => failures
-                .iter()
-                .enumerate()
-                .filter(|(k, f)| !used[*k] && on_device(f.device) && f.matches(t, tolerance))
-                .map(|(k, _)| k)
-                .collect(),
-            None => Vec::new(),
-        };
-        let device = same
-            .first()
-            .map(|&k| failures[k].device)
-            .or(inc.device)
-            .or_else(|| inc.devices.iter().next().copied());
-        let mut facts = analysis.facts_for_process(device, time, inc.pid);
-        if !facts
-            .iter()
-            .any(|(name, _)| name != "series.skipped_rows" && name != "series.failure_time")
-        {
-            continue;
-        }
-        let aligned = facts.bool("series.time_aligned");
-        if time.is_some() && aligned == Some(false) {
-            // The series does not cover the failure: what it shows happened at another time.
-            let names: Vec<String> = facts.iter().map(|(n, _)| n.to_string()).collect();
-            for n in names {
-                if !SERIES_UNALIGNED_FACTS.contains(&n.as_str()) {
-                    facts.remove(&n);
-                }
-            }
-        }
-        facts.set_if_absent("series.time_aligned", time.is_some(), None);
-        if let Some(t) = time {
-            // The failure time came from the log line: say so.
-            let at = Provenance {
-                span: None,
-                ..inc.first.clone()
-            };
-            facts.set(
-                "series.failure_time",
-                t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                Some(at),
-            );
-        }
-        // Without a time, the device's own failure (if any) is the one described.
-        let mut same = same;
-        if time.is_none() && facts.bool("series.crash_drop") == Some(true) {
-            let dev = facts.num("series.device").map(|d| d as u32);
-            let ft = facts.str("series.failure_time");
-            same.extend(
-                failures
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, f)| {
-                        !used[*k]
-                            && Some(f.device) == dev
-                            && f.facts.str("series.failure_time") == ft
-                    })
-                    .map(|(k, _)| k),
-            );
-        }
-        for &k in &same {
-            used[k] = true;
-        }
-        // Short: the HTML chart prints it above the line.
-        let file = std::path::Path::new(&*inc.input).file_name().map_or_else(
-            || inc.input.to_string(),
-            |f| f.to_string_lossy().into_owned(),
-        );
-        let label = match inc.first.line {
-            Some(l) => format!("OOM ({file}:{l})"),
-            None => format!("OOM ({file})"),
-        };
-        if let (Some(t), Some(true)) = (time, aligned) {
-            if let Some(d) = facts.num("series.device").map(|d| d as u32) {
-                if let Some(dev) = analysis.devices.iter().find(|x| x.index == d) {
-                    marks.push(crate::ingest::series::OomMark {
-                        device: d,
-                        input: dev.input.clone(),
-                        at: t.timestamp_millis(),
-                        label,
-                    });
-                }
-            }
-        } else if let Some(&k) = same.first() {
-            let f = &failures[k];
-            marks.push(crate::ingest::series::OomMark {
-                device: f.device,
-                input: f.input.clone(),
-                at: f.at,
-                label,
-            });
-        }
-        inc.facts.merge(&facts, false);
-        if inc.device.is_none() {
-            inc.device = facts.num("series.device").map(|d| d as u32);
-            inc.devices.extend(inc.device);
-        }
-    }
-    for (k, f) in failures.iter().enumerate() {
-        if used[k] {
-            continue;
-        }
-        // A preallocating engine's device drops when the engine stops; that is not an OOM
-        // unless the failure came in an excursion above the preallocated level.
-        if f.facts.bool("series.flat_high") == Some(true)
-            && f.facts.bool("series.spike") != Some(true)
-        {
-            continue;
-        }
-        let mut facts = f.facts.clone();
-        let first = [
-            "series.used_at_failure_bytes",
-            "series.device_filled",
-            "series.crash_drop",
-        ]
-        .iter()
-        .find_map(|n| facts.get(n).and_then(|x| x.sources.first().cloned()))
-        .unwrap_or_else(|| {
-            Provenance::at(
-                f.input.clone(),
-                format!("gpu {} at {}", f.device, f.clock.format(f.at)),
-            )
-        });
-        let engine = series_engine(&facts);
-        let (phase, why) = series_phase(&facts, engine);
-        facts.set_if_absent("failure.kind", "device-oom", Some(first.clone()));
-        facts.set_if_absent("failure.engine", engine, Some(first.clone()));
-        facts.set_if_absent("phase", phase, Some(first.clone()));
-        facts.set_if_absent("phase.evidence", why.as_str(), Some(first.clone()));
-        let mut inc = crate::incident::Incident::from_evidence(
-            f.input.clone(),
-            "device-oom",
-            engine,
-            Domain::Device,
-            Some(f.device),
-            first,
-            facts,
-            phase,
-        );
-        inc.timestamp = facts_time(f);
-        marks.push(crate::ingest::series::OomMark {
-            device: f.device,
-            input: f.input.clone(),
-            at: f.at,
-            label: "OOM".to_string(),
-        });
-        incidents.push(inc);
-    }
-    marks
-}
-
-/// The time of a series failure as the report prints incident times.
-fn facts_time(f: &crate::ingest::series::SeriesFailure) -> Option<String> {
-    f.facts.str("series.failure_time").map(str::to_string)
 }
 
 /// One thing to read: standard input, a file named on the command line, or a file found
@@ -1312,18 +867,18 @@ fn analyze_kind(
         InputKind::Log => {
             let counter = opened.counter.clone();
             let mut reader = opened.reader;
-            let (evidence, stats) =
-                crate::incident::analyze_log(&mut reader, &name).map_err(|e| {
-                    (
-                        InputError::from_io(
-                            &name,
-                            e,
-                            compressed,
-                            counter.load(std::sync::atomic::Ordering::Relaxed),
-                        ),
-                        InputKind::Log,
-                    )
-                })?;
+            let (evidence, stats) = crate::ingest::log::grouping::analyze_log(&mut reader, &name)
+                .map_err(|e| {
+                (
+                    InputError::from_io(
+                        &name,
+                        e,
+                        compressed,
+                        counter.load(std::sync::atomic::Ordering::Relaxed),
+                    ),
+                    InputKind::Log,
+                )
+            })?;
             Ok(InputOutcome {
                 report: InputReport {
                     name: name.to_string(),
@@ -1553,16 +1108,15 @@ pub fn analyze(
     for ((i, _), r) in files.iter().zip(read) {
         results[*i] = Some(r);
     }
-    let mut incidents = Vec::new();
     let mut kinds = Vec::new();
-    let mut shared = crate::facts::evidence::Facts::new();
-    let mut snapshots = Vec::new();
-    let mut series_sets = Vec::new();
+    let mut ingested = crate::incident::fusion::Ingested::default();
     if let Some(m) = &opts.model {
         match model_input(m) {
             Ok(outcome) => {
                 diagnosis.inputs.push(outcome.report);
-                shared.merge(&outcome.shared_facts.unwrap_or_default(), false);
+                ingested
+                    .shared
+                    .merge(&outcome.shared_facts.unwrap_or_default(), false);
             }
             Err(e) => {
                 diagnosis.errors.push(InputErrorReport {
@@ -1584,18 +1138,14 @@ pub fn analyze(
                     kinds.push((name, kind));
                 }
                 diagnosis.inputs.push(outcome.report);
-                incidents.extend(outcome.incidents);
+                ingested.incidents.extend(outcome.incidents);
                 diagnosis.series.extend(outcome.series);
                 diagnosis.snapshots.extend(outcome.snapshots);
                 if let Some(f) = outcome.shared_facts {
-                    shared.merge(&f, false);
+                    ingested.shared.merge(&f, false);
                 }
-                if let Some(snap) = outcome.snapshot {
-                    snapshots.push(snap);
-                }
-                if let Some(set) = outcome.series_set {
-                    series_sets.push(set);
-                }
+                ingested.snapshots.extend(outcome.snapshot);
+                ingested.series.extend(outcome.series_set);
             }
             Some(Read1::Skipped(s)) => {
                 if let (Item::File { .. }, Ok(kind)) = (
@@ -1619,27 +1169,13 @@ pub fn analyze(
             None => {}
         }
     }
-    fuse_snapshots(&mut incidents, &snapshots);
-    if !series_sets.is_empty() {
-        let mut set = crate::ingest::series::SeriesSet::default();
-        for s in series_sets {
-            set.merge(s);
-        }
-        let analysis = crate::ingest::series::analyze(&set);
-        let snapshot_inputs: Vec<String> = snapshots.iter().map(|s| s.input.clone()).collect();
-        let ooms = fuse_series(&mut incidents, &analysis, &snapshot_inputs);
-        for r in diagnosis.inputs.iter_mut().filter(|r| r.kind == "series") {
-            r.incidents = ooms.iter().filter(|m| *m.input == *r.name).count();
-        }
-        diagnosis.series.extend(analysis.plots(&ooms));
+    let fused = crate::incident::fusion::fuse(ingested);
+    for r in diagnosis.inputs.iter_mut().filter(|r| r.kind == "series") {
+        r.incidents = fused.ooms.iter().filter(|m| *m.input == *r.name).count();
     }
-    // What a log says wins over the model file: it shows what actually ran.
-    if !shared.is_empty() {
-        for inc in &mut incidents {
-            inc.facts.merge(&shared, false);
-        }
-    }
-    let reports = incidents
+    diagnosis.series.extend(fused.series_plots);
+    let reports = fused
+        .incidents
         .iter()
         .map(|i| crate::diagnosis::verdict::diagnose(i, rules))
         .collect();

@@ -92,13 +92,13 @@ pub struct Config {
 pub enum ConfigError {
     #[error("cannot read the configuration file {path}: {message}")]
     #[diagnostic(
-        code(oomdoctor::cli::config::read),
+        code(oomdoctor::config::read),
         help("pass --no-config to run without it")
     )]
     Read { path: String, message: String },
     #[error("{message}")]
     #[diagnostic(
-        code(oomdoctor::cli::config::invalid),
+        code(oomdoctor::config::invalid),
         help(
             "keys are named as the long flags: format, fail-on, rules, glob, exclude, redact, color; pass --no-config to run without the file"
         )

@@ -27,28 +27,7 @@ pub const MAX_FIXES: usize = 8;
 
 /// Diagnoses one incident.
 pub fn diagnose(incident: &Incident, rules: &RuleSet) -> IncidentReport {
-    let mut facts = incident.facts.clone();
-    facts.set_if_absent("engine", incident.engine, Some(incident.first.clone()));
-    facts.set_if_absent(
-        "failure.copies",
-        incident.copies,
-        Some(incident.first.clone()),
-    );
-    if !incident.ranks.is_empty() {
-        facts.set_if_absent(
-            "failure.ranks",
-            incident.ranks.len(),
-            Some(incident.first.clone()),
-        );
-    }
-    if !incident.devices.is_empty() {
-        facts.set_if_absent(
-            "failure.devices",
-            incident.devices.len(),
-            Some(incident.first.clone()),
-        );
-    }
-    crate::facts::derive::derive(&mut facts);
+    let facts = incident.derived_facts();
     let mut report = diagnose_facts(incident, facts, rules);
     report.fingerprint = fingerprint(&report);
     report
@@ -148,6 +127,19 @@ fn fallback_cause(kind: &str) -> Cause {
     }
 }
 
+/// Which of two applicable rules of one cause explains an incident better: the more
+/// specific (its gate names more of what this failure is), then the better scored, then the
+/// one with more of its evidence holding, then the one whose summary the facts could fill
+/// in (a summary that fell back to the rule's title explains nothing about this failure).
+/// Rules are read in id order, so an exact tie keeps the first id.
+fn explains_better(a: &RuleOutcome<'_>, b: &RuleOutcome<'_>) -> bool {
+    let key = |o: &RuleOutcome<'_>| {
+        let held = o.signals.iter().filter(|s| s.weight > 0.0).count();
+        (o.rule.specificity, o.score, held, o.summary.is_some())
+    };
+    key(a) > key(b)
+}
+
 fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> IncidentReport {
     let model = &rules.decision;
     // Best applicable rule per cause: its signals are the cause's rule-specific evidence,
@@ -165,7 +157,7 @@ fn diagnose_facts(incident: &Incident, facts: Facts, rules: &RuleSet) -> Inciden
         *points = points.max(outcome.score);
         let better = best
             .get(&rule.cause)
-            .is_none_or(|b| (rule.specificity, outcome.score) > (b.rule.specificity, b.score));
+            .is_none_or(|b| explains_better(&outcome, b));
         if better {
             best.insert(rule.cause, outcome);
         }

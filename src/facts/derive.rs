@@ -12,7 +12,6 @@ pub type Derivation = fn(&mut Facts);
 /// Every derivation, in the order they run.
 pub const DERIVATIONS: &[Derivation] = &[
     engine_family,
-    fused_phase,
     torch_oom,
     model_weights,
     // Local engines and the host side.
@@ -33,28 +32,11 @@ pub fn derive(facts: &mut Facts) {
     }
 }
 
-/// The phase, once every input is fused: a log that could not tell when it failed takes the
-/// phase the memory snapshot's failing allocation shows (an optimizer-state allocation is the
-/// optimizer step, a weight is the load). The log's own reading, when it has one, stands.
-fn fused_phase(f: &mut Facts) {
-    if f.str("phase")
-        .is_some_and(|p| p != crate::incident::phase::id::UNKNOWN)
-    {
-        return;
-    }
-    if let Some(p) = f
-        .str("snapshot.oom_category")
-        .and_then(crate::incident::phase::of_allocation_category)
-    {
-        f.derive("phase", p, &["snapshot.oom_category"]);
-    }
-}
-
 /// Engines whose PyTorch OOMs the generic training rules must leave to the engine's own
 /// rules: an image-generation web UI's OOM is about its model-loading mode and the image's
 /// working memory, not a training batch or a leak across steps.
 fn engine_family(f: &mut Facts) {
-    use crate::ingest::log::engines::id;
+    use crate::facts::engine::id;
     if matches!(f.str("engine"), Some(id::COMFYUI | id::WEBUI)) {
         f.derive("engine.diffusion_ui", true, &["engine"]);
     }
@@ -713,21 +695,6 @@ fn trtllm(f: &mut Facts) {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn the_phase_is_decided_after_fusion() {
-        let mut f = Facts::new();
-        f.set("phase", "unknown", None);
-        f.set("snapshot.oom_category", "optimizer", None);
-        derive(&mut f);
-        assert_eq!(f.str("phase"), Some("optimizer-step"));
-        // The log's own reading stands.
-        let mut f = Facts::new();
-        f.set("phase", "backward", None);
-        f.set("snapshot.oom_category", "weights", None);
-        derive(&mut f);
-        assert_eq!(f.str("phase"), Some("backward"));
-    }
 
     use super::*;
 

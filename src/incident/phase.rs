@@ -274,11 +274,6 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
         })
 }
 
-/// Decides the phase of a failure.
-///
-/// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
-/// scanner's look-back window). `marker` is the latest phase marker and how many lines
-/// before the failure it was (`None` if it was outside the window or never seen).
 /// The phase a memory snapshot's failing allocation implies, from what it was for.
 pub fn of_allocation_category(category: &str) -> Option<&'static str> {
     match category {
@@ -288,6 +283,11 @@ pub fn of_allocation_category(category: &str) -> Option<&'static str> {
         "kv_cache" => Some(id::GENERATION),
         _ => None,
     }
+}
+
+/// The stable id of a phase named in text (a `phase` fact), or `None` if it names none.
+pub fn canonical(name: &str) -> Option<&'static str> {
+    PHASES.iter().map(|(p, _)| *p).find(|p| *p == name)
 }
 
 /// The phase a recogniser's marker names.
@@ -304,6 +304,11 @@ pub fn of_mark(mark: PhaseMark) -> &'static str {
     }
 }
 
+/// Decides the phase of a failure.
+///
+/// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
+/// scanner's look-back window). `marker` is the latest phase marker and how many lines
+/// before the failure it was (`None` if it was outside the window or never seen).
 pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> PhaseDecision {
     // 1. The traceback directly above the error: frames up to the "Traceback" header.
     let mut frames: Vec<(String, String)> = Vec::new();

@@ -23,30 +23,33 @@ pub struct Style {
 }
 
 impl Style {
-    fn paint(&self, code: &str, s: &str) -> String {
+    fn paint(&self, style: anstyle::Style, s: &str) -> String {
         if self.color {
-            format!("\x1b[{code}m{s}\x1b[0m")
+            format!("{}{s}{}", style.render(), style.render_reset())
         } else {
             s.to_string()
         }
     }
+    fn fg(color: anstyle::AnsiColor) -> anstyle::Style {
+        anstyle::Style::new().fg_color(Some(color.into()))
+    }
     fn bold(&self, s: &str) -> String {
-        self.paint("1", s)
+        self.paint(anstyle::Style::new().bold(), s)
     }
     fn dim(&self, s: &str) -> String {
-        self.paint("2", s)
+        self.paint(anstyle::Style::new().dimmed(), s)
     }
     fn red(&self, s: &str) -> String {
-        self.paint("1;31", s)
+        self.paint(Self::fg(anstyle::AnsiColor::Red).bold(), s)
     }
     fn green(&self, s: &str) -> String {
-        self.paint("32", s)
+        self.paint(Self::fg(anstyle::AnsiColor::Green), s)
     }
     fn yellow(&self, s: &str) -> String {
-        self.paint("33", s)
+        self.paint(Self::fg(anstyle::AnsiColor::Yellow), s)
     }
     fn cyan(&self, s: &str) -> String {
-        self.paint("36", s)
+        self.paint(Self::fg(anstyle::AnsiColor::Cyan), s)
     }
 }
 

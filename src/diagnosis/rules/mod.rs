@@ -96,7 +96,7 @@ A fact that is not known makes a comparison unknown, and an unknown condition ne
 /// A rule file could not be used.
 #[derive(Debug, thiserror::Error, miette::Diagnostic)]
 #[error("{message}")]
-#[diagnostic(code(oomdoctor::diagnosis::rules::invalid))]
+#[diagnostic(code(oomdoctor::rules::invalid))]
 pub struct RuleError {
     message: String,
     #[source_code]
@@ -146,8 +146,8 @@ impl RuleError {
 pub enum RulesDirError {
     #[error("cannot read rules directory {path}: {source}")]
     #[diagnostic(
-        code(oomdoctor::diagnosis::rules::dir),
-        help("--rules takes a directory of *.toml rule files")
+        code(oomdoctor::rules::dir),
+        help("--rules takes a directory of rule files (*.toml, or <id>/rule.toml)")
     )]
     Io {
         path: String,
@@ -157,9 +157,19 @@ pub enum RulesDirError {
     #[error(transparent)]
     #[diagnostic(transparent)]
     Rule(#[from] RuleError),
+    #[error(
+        "{path}: {size} bytes is more than the {MAX_RULE_FILE_BYTES}-byte limit for a rule file"
+    )]
+    #[diagnostic(
+        code(oomdoctor::rules::unreadable),
+        help(
+            "--rules takes a directory of rule files (*.toml, or <id>/rule.toml); remove or rename this entry"
+        )
+    )]
+    TooLarge { path: String, size: u64 },
     #[error("rule id `{id}` is defined twice: in {first} and {second}")]
     #[diagnostic(
-        code(oomdoctor::diagnosis::rules::duplicate),
+        code(oomdoctor::rules::duplicate),
         help("give each rule a unique id (the id must equal the file name)")
     )]
     Duplicate {
@@ -917,6 +927,32 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
     })
 }
 
+/// Largest rule file read from `--rules` (the biggest built-in rule is a few KiB).
+pub const MAX_RULE_FILE_BYTES: u64 = 1 << 20;
+
+/// An entry of a `--rules` directory that was left out, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkippedEntry {
+    pub path: String,
+    pub why: String,
+}
+
+/// Reads a rule file, never more than the limit (the file may grow after its size was
+/// checked).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_RULE_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_RULE_FILE_BYTES {
+        return Err(std::io::Error::other(
+            "grew past the rule file limit while read",
+        ));
+    }
+    Ok(text)
+}
+
 /// The rules in force.
 #[derive(Clone, Debug)]
 pub struct RuleSet {
@@ -926,13 +962,13 @@ pub struct RuleSet {
 }
 
 impl RuleSet {
-    /// The built-in rules.
+    /// The built-in rules: every `rules/<id>/rule.toml`, in id order.
     pub fn builtin() -> Result<RuleSet, RuleError> {
         let mut rules = Vec::new();
-        for (stem, text) in builtin::FILES {
+        for (id, text) in builtin::FILES {
             rules.push(parse_rule(
-                &format!("rules/{stem}.toml"),
-                stem,
+                &format!("rules/{id}/rule.toml"),
+                id,
                 text,
                 "built-in",
             )?);
@@ -943,30 +979,68 @@ impl RuleSet {
         })
     }
 
-    /// Adds the rules of a directory; a rule with a built-in's id replaces it.
-    pub fn load_dir(&mut self, dir: &Path) -> Result<(), RulesDirError> {
+    /// Adds the rules of a directory (`<id>.toml` files, or `<id>/rule.toml` folders as in
+    /// the built-in `rules/`); a rule with a built-in's id replaces it.
+    ///
+    /// An entry that is not a file one can read to its end (a FIFO would block forever, a
+    /// link to `/dev/zero` would never end, a device) is left out and returned, so the
+    /// caller can say so; the other rules still load. A rule file over
+    /// [`MAX_RULE_FILE_BYTES`] or one that does not parse stops the load: rules decide
+    /// verdicts, and a broken one is the user's to fix.
+    pub fn load_dir(&mut self, dir: &Path) -> Result<Vec<SkippedEntry>, RulesDirError> {
         let io = |source| RulesDirError::Io {
             path: dir.display().to_string(),
             source,
         };
-        let mut paths: Vec<_> = std::fs::read_dir(dir)
+        let mut entries: Vec<(String, std::path::PathBuf)> = Vec::new();
+        for path in std::fs::read_dir(dir)
             .map_err(io)?
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        paths.sort();
+        {
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            if let Some(stem) = name.strip_suffix(".toml") {
+                entries.push((stem.to_string(), path.clone()));
+            } else if path.join("rule.toml").exists() {
+                entries.push((name.to_string(), path.join("rule.toml")));
+            }
+        }
+        entries.sort();
+        let mut skipped = Vec::new();
         let mut seen: HashMap<String, String> = HashMap::new();
-        for path in paths {
-            let text = std::fs::read_to_string(&path).map_err(|source| RulesDirError::Io {
-                path: path.display().to_string(),
+        for (stem, path) in entries {
+            let name = path.display().to_string();
+            // Follows symbolic links: what matters is what reading it would read.
+            let meta = match std::fs::metadata(&path) {
+                Ok(m) => m,
+                Err(e) => {
+                    skipped.push(SkippedEntry {
+                        path: name,
+                        why: format!("cannot read: {e}"),
+                    });
+                    continue;
+                }
+            };
+            if !meta.is_file() {
+                skipped.push(SkippedEntry {
+                    path: name,
+                    why:
+                        "not a regular file (a directory, device, FIFO or socket); nothing was read"
+                            .into(),
+                });
+                continue;
+            }
+            if meta.len() > MAX_RULE_FILE_BYTES {
+                return Err(RulesDirError::TooLarge {
+                    path: name,
+                    size: meta.len(),
+                });
+            }
+            let text = read_bounded(&path).map_err(|source| RulesDirError::Io {
+                path: name.clone(),
                 source,
             })?;
-            let stem = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or("")
-                .to_string();
-            let name = path.display().to_string();
             let rule = parse_rule(&name, &stem, &text, &name)?;
             if let Some(first) = seen.insert(rule.id.clone(), name.clone()) {
                 return Err(RulesDirError::Duplicate {
@@ -980,7 +1054,7 @@ impl RuleSet {
                 None => self.rules.push(rule),
             }
         }
-        Ok(())
+        Ok(skipped)
     }
 
     pub fn get(&self, id: &str) -> Option<&Rule> {

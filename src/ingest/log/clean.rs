@@ -407,10 +407,12 @@ mod tests {
             }
         }
         let mut files = Vec::new();
-        walk(
-            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures")),
-            &mut files,
-        );
+        for dir in ["fixtures", "rules"] {
+            walk(
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
+                &mut files,
+            );
+        }
         assert!(files.len() > 50, "the fixtures are there");
         let mut checked = 0;
         for f in files {

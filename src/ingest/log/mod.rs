@@ -5,6 +5,7 @@
 //! candidate into message text plus prefix metadata for the recognisers in [`crate::ingest::log::engines`].
 
 pub mod engines;
+pub mod grouping;
 
 pub mod anchors;
 pub mod clean;

@@ -9,7 +9,7 @@
 //!
 //! Strict where it matters: sizes must be non-negative integers within generous bounds
 //! ([`MAX_LAYERS`], ...), so a hostile config cannot make the arithmetic allocate or
-//! overflow. Errors name the key and carry `code(oomdoctor::cli::config::...)`.
+//! overflow. Errors name the key and carry `code(oomdoctor::config::...)`.
 //!
 //! Per-layer attention is resolved here, in this order: an explicit `layer_types` list;
 //! `layers_block_type` (Jamba, Zamba); Jamba's `attn_layer_period/offset`; Qwen3-Next's
@@ -42,7 +42,7 @@ pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 pub enum ConfigError {
     #[error("{input}: not valid JSON (line {line}, column {column}): {message}")]
     #[diagnostic(
-        code(oomdoctor::cli::config::json),
+        code(oomdoctor::config::json),
         help("`--model` takes a Hugging Face config.json or a .gguf file")
     )]
     Json {
@@ -53,12 +53,12 @@ pub enum ConfigError {
     },
 
     #[error("{input}: the top level of the config is not a JSON object")]
-    #[diagnostic(code(oomdoctor::cli::config::not_object))]
+    #[diagnostic(code(oomdoctor::config::not_object))]
     NotObject { input: String },
 
     #[error("{input}: the config has no {field} (looked for {keys})")]
     #[diagnostic(
-        code(oomdoctor::cli::config::missing),
+        code(oomdoctor::config::missing),
         help(
             "is this a model's config.json? tokenizer_config.json and generation_config.json do not describe the model"
         )
@@ -70,7 +70,7 @@ pub enum ConfigError {
     },
 
     #[error("{input}: `{key}` is {value}, expected {expected}")]
-    #[diagnostic(code(oomdoctor::cli::config::value))]
+    #[diagnostic(code(oomdoctor::config::value))]
     BadValue {
         input: String,
         key: String,

@@ -80,14 +80,12 @@ impl miette::Diagnostic for SnapshotError {
             // The pickle error's own code (oomdoctor::ingest::snapshot::pickle::...) says more than ours would.
             SnapshotError::Pickle { source, .. } => source.code(),
             SnapshotError::NotASnapshot { .. } => {
-                Some(Box::new("oomdoctor::ingest::snapshot::not_a_snapshot"))
+                Some(Box::new("oomdoctor::snapshot::not_a_snapshot"))
             }
             SnapshotError::ExpansionLimit { .. } => {
-                Some(Box::new("oomdoctor::ingest::snapshot::expansion_limit"))
+                Some(Box::new("oomdoctor::snapshot::expansion_limit"))
             }
-            SnapshotError::Trailing { .. } => {
-                Some(Box::new("oomdoctor::ingest::snapshot::trailing_data"))
-            }
+            SnapshotError::Trailing { .. } => Some(Box::new("oomdoctor::snapshot::trailing_data")),
         }
     }
 

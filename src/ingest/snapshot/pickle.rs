@@ -99,7 +99,7 @@ impl PickleLimits {
 pub enum PickleError {
     #[error("truncated at byte {offset} while reading {what}")]
     #[diagnostic(
-        code(oomdoctor::ingest::snapshot::pickle::truncated),
+        code(oomdoctor::pickle::truncated),
         help(
             "the file ends early: it was probably cut off while being written or copied. Dump the snapshot again and check that the copy completed."
         )
@@ -110,7 +110,7 @@ pub enum PickleError {
         "byte {offset}: opcode {name} ({opcode:#04x}) {detail}; the file tries to import or call code, which a memory snapshot never does, so it was not read"
     )]
     #[diagnostic(
-        code(oomdoctor::ingest::snapshot::pickle::refused_code),
+        code(oomdoctor::pickle::refused_code),
         help(
             "oomdoctor only reads plain data (dicts, lists, strings, numbers). A real `torch.cuda.memory._dump_snapshot()` file never contains this opcode; this file is something else, or has been tampered with. Nothing in it was executed."
         )
@@ -124,7 +124,7 @@ pub enum PickleError {
 
     #[error("byte {offset}: unknown pickle opcode {opcode:#04x}")]
     #[diagnostic(
-        code(oomdoctor::ingest::snapshot::pickle::unknown_opcode),
+        code(oomdoctor::pickle::unknown_opcode),
         help(
             "this is not a pickle, or it is corrupt. PyTorch snapshots are pickles written by `torch.cuda.memory._dump_snapshot()`."
         )
@@ -133,7 +133,7 @@ pub enum PickleError {
 
     #[error("byte {offset}: pickle protocol {version} is not supported (0 to 5 are)")]
     #[diagnostic(
-        code(oomdoctor::ingest::snapshot::pickle::protocol),
+        code(oomdoctor::pickle::protocol),
         help(
             "a newer Python may have written this file; re-dump it with `pickle.dump(snapshot, f, protocol=4)`."
         )
@@ -142,7 +142,7 @@ pub enum PickleError {
 
     #[error("byte {offset}: {message}")]
     #[diagnostic(
-        code(oomdoctor::ingest::snapshot::pickle::malformed),
+        code(oomdoctor::pickle::malformed),
         help(
             "the pickle is internally inconsistent: it is corrupt or was not written by Python's pickle module."
         )
@@ -151,7 +151,7 @@ pub enum PickleError {
 
     #[error("byte {offset}: {what} exceeds the limit of {limit}")]
     #[diagnostic(
-        code(oomdoctor::ingest::snapshot::pickle::limit),
+        code(oomdoctor::pickle::limit),
         help(
             "the file needs more than oomdoctor allows by default. If it is a genuine (very large) snapshot, raise the limit; if not, it may be built to exhaust memory."
         )

@@ -286,7 +286,7 @@ impl Recognizer for Host {
                 .or(c.name("cmd2"))
                 .or(c.name("cmd3"))
                 .map(|m| {
-                    super::local::engine_of_process(
+                    crate::facts::engine::of_process(
                         m.as_str().split_whitespace().next().unwrap_or(""),
                     )
                 }) {

@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::local::{container_of_cgroup, engine_of_process, kib, span, walk_back};
+use super::local::{container_of_cgroup, kib, span, walk_back};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::catalog::FactDef;
 use crate::ingest::log::clean::clean_line;
@@ -151,7 +151,7 @@ fn join_wrapped(line: &Line<'_>) -> (Option<String>, u32) {
 fn kill_failure(c: &regex::Captures<'_>, text: &str) -> Failure {
     let comm = c.name("comm").map(|m| m.as_str()).unwrap_or("");
     let reason = c.name("reason").map(|m| m.as_str());
-    let engine = engine_of_process(comm);
+    let engine = crate::facts::engine::of_process(comm);
     let mut f = Failure::new("host-oom", engine, Domain::Host);
     if let Some(m) = c.name("pid") {
         if let Ok(p) = m.as_str().parse::<u64>() {
@@ -320,7 +320,7 @@ mod tests {
     use super::*;
 
     use crate::facts::evidence::{InputName, Value};
-    use crate::incident::analyze_log;
+    use crate::ingest::log::grouping::analyze_log;
     use std::sync::Arc;
 
     fn failure(raw: &str) -> Option<Failure> {

@@ -13,9 +13,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::local::{engine_of_process, k8s_quantity, span, walk_back, walk_forward};
+use super::local::{k8s_quantity, span, walk_back, walk_forward};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::catalog::FactDef;
+use crate::facts::engine;
 use crate::ingest::log::clean::clean_line;
 
 /// Kubernetes fills the shared `host.*` facts (see `host.rs`).
@@ -150,7 +151,7 @@ impl Recognizer for Kubernetes {
         }
         if let Some(c) = SYSTEM_OOM.captures(text) {
             let comm = c.name("comm").map(|m| m.as_str().trim()).unwrap_or("");
-            let mut f = Failure::new("host-oom", engine_of_process(comm), Domain::Host);
+            let mut f = Failure::new("host-oom", engine::of_process(comm), Domain::Host);
             f.fact("host.killer", "kernel", None)
                 .fact("host.constraint", "global", None)
                 .fact("host.container", "kubernetes", None);
@@ -324,18 +325,8 @@ fn oomkilled(line: &Line<'_>, json: bool) -> Failure {
         true
     });
     if let Some(n) = name {
-        f.engine = match engine_of_process(&n) {
-            id::LINUX => {
-                if n.contains("ollama") {
-                    id::OLLAMA
-                } else if n.contains("vllm") {
-                    id::VLLM
-                } else if n.contains("llama") {
-                    id::LLAMACPP
-                } else {
-                    id::KUBERNETES
-                }
-            }
+        f.engine = match engine::of_process(&n) {
+            id::LINUX => engine::mentioned_in(&n).unwrap_or(id::KUBERNETES),
             e => e,
         };
         f.fact("host.victim_name", n, None);
@@ -393,7 +384,7 @@ mod tests {
     use super::*;
 
     use crate::facts::evidence::{InputName, Value};
-    use crate::incident::analyze_log;
+    use crate::ingest::log::grouping::analyze_log;
 
     use std::sync::Arc;
 

@@ -170,37 +170,6 @@ pub(crate) fn human_bytes(text: &str) -> Option<u64> {
     crate::facts::units::parse_size(t, SiBase::Binary)
 }
 
-/// The engine a killed process belongs to, from its command name (the kernel truncates it
-/// to 15 characters: `VLLM::EngineCor`, `ollama_llama_se`, `text-generation`).
-pub(crate) fn engine_of_process(name: &str) -> &'static str {
-    let n = name.trim().trim_matches(['(', ')', '"', '\'']);
-    let base = n.rsplit('/').next().unwrap_or(n);
-    let lower = base.to_ascii_lowercase();
-    if lower.starts_with("vllm") {
-        id::VLLM
-    } else if lower.starts_with("llama-server")
-        || lower.starts_with("llama-cli")
-        || lower.starts_with("llama-run")
-        || lower.starts_with("llama-simple")
-    {
-        id::LLAMACPP
-    } else if lower.starts_with("ollama") {
-        id::OLLAMA
-    } else if lower.starts_with("text-generation") || lower.starts_with("text_generation") {
-        id::TGI
-    } else if lower.starts_with("tritonserver") || lower.starts_with("trtllm") {
-        id::TRTLLM
-    } else if lower.starts_with("sglang") {
-        id::SGLANG
-    } else if lower.starts_with("python") || lower.starts_with("pt_") || lower == "torchrun" {
-        id::PYTORCH
-    } else if lower.starts_with("ray::") || lower.starts_with("raylet") {
-        id::RAY
-    } else {
-        id::LINUX
-    }
-}
-
 /// Whether a line comes from inside an Ollama server log: the process tag names ollama, or
 /// Go slog lines sit just before it (the runner's llama.cpp output is interleaved with them).
 pub(crate) fn in_ollama(line: &Line<'_>) -> bool {
@@ -279,7 +248,7 @@ pub(crate) fn victim_engine_nearby(line: &Line<'_>, default: &'static str) -> &'
             let rest = &raw[i + "Killed process ".len()..];
             if let (Some(a), Some(b)) = (rest.find('('), rest.find(')')) {
                 if a < b {
-                    found = Some(engine_of_process(&rest[a + 1..b]));
+                    found = Some(crate::facts::engine::of_process(&rest[a + 1..b]));
                     return false;
                 }
             }
@@ -352,24 +321,5 @@ mod tests {
         assert_eq!(get("list"), Some("[1 2]"));
         let p = kv.iter().find(|p| p.key == "memory.required.full").unwrap();
         assert_eq!(&t[p.span.0..p.span.1], "7.1 GiB");
-    }
-
-    #[test]
-    fn engines_from_process_names() {
-        for (name, want) in [
-            ("python3", id::PYTORCH),
-            ("python3.10", id::PYTORCH),
-            ("pt_main_thread", id::PYTORCH),
-            ("VLLM::EngineCor", id::VLLM),
-            ("llama-server", id::LLAMACPP),
-            ("ollama_llama_se", id::OLLAMA),
-            ("ollama", id::OLLAMA),
-            ("text-generation", id::TGI),
-            ("tritonserver", id::TRTLLM),
-            ("ray::IDLE", id::RAY),
-            ("java", id::LINUX),
-        ] {
-            assert_eq!(engine_of_process(name), want, "{name}");
-        }
     }
 }

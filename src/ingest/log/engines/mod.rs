@@ -43,36 +43,7 @@ pub mod tgi;
 pub mod trtllm;
 pub mod vllm;
 
-/// Stable engine identifiers, as they appear in the JSON `engine` field.
-pub mod id {
-    pub const PYTORCH: &str = "pytorch";
-    pub const TRANSFORMERS: &str = "transformers";
-    pub const VLLM: &str = "vllm";
-    pub const LLAMACPP: &str = "llama.cpp";
-    pub const OLLAMA: &str = "ollama";
-    pub const TGI: &str = "tgi";
-    pub const SGLANG: &str = "sglang";
-    pub const TRTLLM: &str = "tensorrt-llm";
-    pub const JAX: &str = "jax";
-    pub const TENSORFLOW: &str = "tensorflow";
-    pub const DEEPSPEED: &str = "deepspeed";
-    pub const LINUX: &str = "linux";
-    pub const SYSTEMD: &str = "systemd";
-    pub const KUBERNETES: &str = "kubernetes";
-    pub const RAY: &str = "ray";
-    pub const COMFYUI: &str = "comfyui";
-    /// AUTOMATIC1111's stable-diffusion-webui and its forks (Forge, reForge).
-    pub const WEBUI: &str = "a1111";
-    pub const UNKNOWN: &str = "unknown";
-}
-
-/// Whether a failure is about accelerator memory or host memory. Failures of different
-/// domains are never folded into one incident.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Domain {
-    Device,
-    Host,
-}
+pub use crate::facts::engine::{Domain, id};
 
 /// A fact of a failure: catalogued name, value, and the span of the value in the text.
 pub type FailureFact = (&'static str, Value, Option<(usize, usize)>);

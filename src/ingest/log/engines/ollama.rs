@@ -905,7 +905,7 @@ mod tests {
         ));
         let wrapped = "time=2025-05-23T17:16:43.377Z level=INFO source=server.go:168 msg=offload library=cuda layers.requested=49 layers.model=49\n layers.offload=37 layers.split=37,0 memory.available=\"[11.5 GiB 4.6 GiB]\"\n memory.required.full=\"14.9 GiB\" memory.required.kv=\"2.0 GiB\"\n";
         let input: InputName = Arc::from("t.log");
-        let ev = crate::incident::analyze_log(&mut wrapped.as_bytes(), &input)
+        let ev = crate::ingest::log::grouping::analyze_log(&mut wrapped.as_bytes(), &input)
             .unwrap()
             .0;
         assert_eq!(ev.context.num("ollama.layers_offload"), Some(37.0));

@@ -242,7 +242,7 @@ mod tests {
     use super::*;
 
     use crate::facts::evidence::{InputName, Value};
-    use crate::incident::analyze_log;
+    use crate::ingest::log::grouping::analyze_log;
 
     use std::sync::Arc;
 

@@ -103,7 +103,7 @@ mod tests {
     use std::sync::Arc;
 
     use crate::facts::evidence::InputName;
-    use crate::incident::analyze_log;
+    use crate::ingest::log::grouping::analyze_log;
 
     #[test]
     fn two_processes_on_one_gpu() {

@@ -13,9 +13,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::local::{container_of_cgroup, engine_of_process, span, victim_engine_nearby};
+use super::local::{container_of_cgroup, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::catalog::FactDef;
+use crate::facts::engine;
 
 /// systemd fills the shared `host.*` facts (see `host.rs`).
 pub const FACTS: &[FactDef] = &[];
@@ -172,20 +173,15 @@ fn engine_of_unit(unit: &str) -> &'static str {
         .trim_end_matches(".service")
         .trim_end_matches(".scope")
         .trim_end_matches(".slice");
-    match engine_of_process(stem) {
-        id::LINUX => {
-            if stem.contains("ollama") {
-                id::OLLAMA
-            } else if stem.contains("vllm") {
-                id::VLLM
-            } else if stem.contains("llama") {
-                id::LLAMACPP
-            } else if stem.contains("python") || stem.contains("jupyter") {
+    match engine::of_process(stem) {
+        // A scope named after the interpreter (`app-python3-1234.scope`) is a Python job.
+        id::LINUX => engine::mentioned_in(stem).unwrap_or(
+            if stem.contains("python") || stem.contains("jupyter") {
                 id::PYTORCH
             } else {
                 id::SYSTEMD
-            }
-        }
+            },
+        ),
         e => e,
     }
 }

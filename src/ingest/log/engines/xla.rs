@@ -660,8 +660,8 @@ fn buffer_assignment(line: &Line<'_>, f: &mut Failure) {
 mod tests {
     use super::*;
     use crate::facts::evidence::{InputName, Value};
-    use crate::incident::analyze_log;
     use crate::ingest::log::engines::Observation;
+    use crate::ingest::log::grouping::analyze_log;
 
     use std::sync::Arc;
 
@@ -687,7 +687,7 @@ mod tests {
     fn a_status_cut_by_a_hard_wrap() {
         let log = "2024-05-01 10:00:00.123 W tensorflow/core/framework/op_kernel.cc:1840] OP_REQUIRES failed at xla_ops.cc:503 : Resource exhausted: Out\nof memory while trying to allocate 5520758552 bytes.\n";
         let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
-        let ev = crate::incident::analyze_log(&mut log.as_bytes(), &input)
+        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
             .unwrap()
             .0;
         assert_eq!(ev.incidents.len(), 1);

@@ -1,0 +1,159 @@
+//! The timeline: each incident's phase, decided once, after every input is fused.
+//!
+//! The phase is the strongest evidence there is (an OOM while loading weights is about the
+//! model's size; the same OOM after 5,000 steps is not), and several inputs may speak to it.
+//! Each ingest stage only records its *reading*; this stage weighs them, strongest first:
+//!
+//! 1. the log's reading (traceback frames, the latest phase marker, progress counters:
+//!    [`super::phase::decide`], taken when the log's failures were grouped), when it knows;
+//! 2. the snapshot's failing allocation: what it was for (an optimizer state is the
+//!    optimizer step, a weight is the load);
+//! 3. the series' timing: still ramping up from idle (loading), shortly after the load ramp
+//!    (the first steps or requests), or later.
+
+use crate::facts::evidence::Facts;
+use crate::facts::units::format_bytes_f;
+use crate::incident::Incident;
+use crate::incident::phase::{self, id};
+
+/// Settles an incident's phase from the readings its fused facts hold.
+pub fn settle_phase(inc: &mut Incident) {
+    if let Some(p) = inc.facts.str("phase").and_then(phase::canonical) {
+        if p != id::UNKNOWN {
+            inc.phase = p;
+            return;
+        }
+    }
+    if inc.phase != id::UNKNOWN {
+        return;
+    }
+    if let Some(p) = inc
+        .facts
+        .str("snapshot.oom_category")
+        .and_then(phase::of_allocation_category)
+    {
+        record(inc, "phase", p, "snapshot.oom_category");
+        inc.phase = p;
+        return;
+    }
+    if let Some((p, why)) = series_reading(&inc.facts, inc.engine) {
+        let source = ["series.failed_during_load", "series.seconds_since_load"]
+            .iter()
+            .find(|n| inc.facts.get(n).is_some())
+            .copied()
+            .unwrap_or("series.failure_time");
+        record(inc, "phase", p, source);
+        record(inc, "phase.evidence", &why, source);
+        inc.phase = p;
+    }
+}
+
+/// Records a phase fact read from `source`. A reading from the input the failure itself came
+/// from (a snapshot's own OOM, a series' own crash) points at the failure; one from another
+/// input (a snapshot beside a log) is derived from that input's fact.
+fn record(inc: &mut Incident, name: &str, value: &str, source: &str) {
+    let same_input = inc
+        .facts
+        .get(source)
+        .and_then(|f| f.sources.first())
+        .is_some_and(|p| p.input == inc.first.input);
+    if same_input {
+        inc.facts.set(name, value, Some(inc.first.clone()));
+    } else {
+        inc.facts.derive(name, value, &[source]);
+    }
+}
+
+/// The phase a series' timing shows, and the sentence saying why; `None` when the series
+/// has no reading (the device filled, then its memory was released, and nothing says when
+/// relative to the load).
+fn series_reading(facts: &Facts, engine: &str) -> Option<(&'static str, String)> {
+    let serving = crate::facts::engine::is_serving(engine);
+    if facts.bool("series.failed_during_load") == Some(true) {
+        let peak = facts
+            .num("series.peak_bytes")
+            .map_or(String::new(), |p| format!(" to {}", format_bytes_f(p)));
+        return Some((
+            id::MODEL_LOAD,
+            format!(
+                "series: memory was still ramping up from idle{peak} when the device filled, before the run ever settled: during loading"
+            ),
+        ));
+    }
+    let seconds = |s: f64| crate::facts::evidence::Unit::Seconds.display(&s.into());
+    let s = facts.num("series.seconds_since_load")?;
+    Some(if s <= 120.0 {
+        (
+            if serving { id::WARMUP } else { id::FIRST_STEP },
+            format!(
+                "series: the device filled {} after the load ramp ended: on the first {}",
+                seconds(s),
+                if serving { "requests" } else { "steps" }
+            ),
+        )
+    } else {
+        (
+            if serving {
+                id::SERVING
+            } else {
+                id::STEADY_STATE
+            },
+            format!(
+                "series: the device filled {} after the load ramp ended",
+                seconds(s)
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::engine::{Domain, id as engine};
+    use crate::facts::evidence::Provenance;
+
+    fn incident(facts: Facts) -> Incident {
+        let input: crate::facts::evidence::InputName = std::sync::Arc::from("crash.log");
+        Incident::from_evidence(
+            input.clone(),
+            "device-oom",
+            engine::PYTORCH,
+            Domain::Device,
+            Some(0),
+            Provenance::at(input, "oom"),
+            facts,
+        )
+    }
+
+    #[test]
+    fn the_phase_is_decided_after_fusion() {
+        let mut f = Facts::new();
+        f.set("phase", "unknown", None);
+        f.set("snapshot.oom_category", "optimizer", None);
+        let mut inc = incident(f);
+        settle_phase(&mut inc);
+        assert_eq!(inc.facts.str("phase"), Some("optimizer-step"));
+        assert_eq!(inc.phase, "optimizer-step");
+        // The log's own reading stands.
+        let mut f = Facts::new();
+        f.set("phase", "backward", None);
+        f.set("snapshot.oom_category", "weights", None);
+        let mut inc = incident(f);
+        settle_phase(&mut inc);
+        assert_eq!(inc.facts.str("phase"), Some("backward"));
+        assert_eq!(inc.phase, "backward");
+    }
+
+    #[test]
+    fn a_series_reading_comes_last() {
+        let mut f = Facts::new();
+        f.set("series.seconds_since_load", 30.0, None);
+        let mut inc = incident(f.clone());
+        settle_phase(&mut inc);
+        assert_eq!(inc.phase, "first-step");
+        f.set("snapshot.oom_category", "weights", None);
+        let mut inc = incident(f);
+        settle_phase(&mut inc);
+        assert_eq!(inc.phase, "model-load");
+    }
+}

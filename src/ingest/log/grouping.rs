@@ -1,0 +1,635 @@
+//! Grouping a log's failures into incidents: so that one real problem is one incident.
+//!
+//! The [`LogAnalyzer`] is the scanner's sink for one log. It keeps the **context**, the
+//! latest value of every accounting or configuration fact seen so far (constant memory: one
+//! entry per fact name), and turns failure lines into incidents:
+//!
+//! - A failure close to the previous one (same domain, within [`MERGE_WINDOW`] lines, no
+//!   restart in between) is the same incident: another rank printing the same OOM, a
+//!   re-raised traceback, or a wrapper message (TGI's "Not enough memory to handle N prefill
+//!   tokens") around a PyTorch OOM. Copies are counted; wrappers add facts and name the
+//!   engine.
+//! - A failure far away with the same signature (kind, engine, request, capacity) is a
+//!   repeat, typically after a restart: it is folded into the first with its count.
+//! - Anything else starts a new incident, with a snapshot of the context at that moment and
+//!   the phase decided from the lines just before it.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::facts::evidence::{Facts, InputName, Provenance, Value};
+use crate::ingest::log::clean::{CleanLine, clean_line, split_packed, strip_prefixes};
+use crate::ingest::log::engines::{self, Emit, Failure, Observation, PhaseMark, Record};
+use crate::ingest::log::scanner::{Hit, LineSink, lines_back};
+
+use crate::incident::{Incident, phase};
+
+/// Failures this many lines apart or closer belong to one incident.
+pub const MERGE_WINDOW: u64 = 400;
+/// Lines after a device OOM within which a shell's bare `Killed` is taken as the same death.
+pub const SAME_DEATH_WINDOW: u64 = 30;
+/// Accounting this many lines below a failure still describes it (see
+/// [`LogAnalyzer::trailed_incident`]).
+pub const TRAILER_WINDOW: u64 = 6;
+/// A log with more distinct incidents than this keeps the first ones and counts the rest.
+pub const MAX_INCIDENTS: usize = 1000;
+
+/// What a log yielded.
+#[derive(Debug, Default)]
+pub struct LogEvidence {
+    pub incidents: Vec<Incident>,
+    /// Facts in force at the end of the log (for inputs with no failure).
+    pub context: Facts,
+    pub restarts: u32,
+    /// Incidents beyond [`MAX_INCIDENTS`] that were dropped.
+    pub dropped_incidents: u64,
+}
+
+/// The scanner sink for one log.
+pub struct LogAnalyzer {
+    input: InputName,
+    context: Facts,
+    context_engine: Option<&'static str>,
+    marker: Option<(PhaseMark, u64)>,
+    incidents: Vec<Incident>,
+    run: u32,
+    restarts: u32,
+    dropped: u64,
+}
+
+impl LogAnalyzer {
+    pub fn new(input: InputName) -> Self {
+        LogAnalyzer {
+            input,
+            context: Facts::new(),
+            context_engine: None,
+            marker: None,
+            incidents: Vec::new(),
+            run: 0,
+            restarts: 0,
+            dropped: 0,
+        }
+    }
+
+    /// Ends the scan.
+    pub fn finish(self) -> LogEvidence {
+        let restarts = self.restarts;
+        let mut incidents = self.incidents;
+        for inc in &mut incidents {
+            if restarts > 0 {
+                inc.facts.set("run.restarts", restarts, None);
+            }
+        }
+        LogEvidence {
+            incidents,
+            context: self.context,
+            restarts,
+            dropped_incidents: self.dropped,
+        }
+    }
+
+    fn apply(&mut self, rec: Record, hit: &Hit<'_>) {
+        match rec.obs {
+            Observation::Fact { name, value } => {
+                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                    if !inc.facts.contains(name) {
+                        inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
+                    }
+                }
+                self.context.set(name, value, Some(rec.prov))
+            }
+            Observation::Engine(e) => {
+                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                    let engine = more_specific_engine(inc.engine, e);
+                    if engine != inc.engine {
+                        inc.engine = engine;
+                        inc.facts.set("engine", engine, Some(rec.prov.clone()));
+                    }
+                }
+                self.context_engine = Some(e);
+                self.context.set("engine", e, Some(rec.prov));
+            }
+            Observation::Phase(p) => {
+                // A marker on the failure's own line (a server's request span around the
+                // error) says when that failure hit, when nothing else did.
+                if let Some(inc) = self.incidents.last_mut().filter(|i| {
+                    i.run == self.run && i.last_line == hit.line_no && i.phase == phase::id::UNKNOWN
+                }) {
+                    inc.phase = phase::of_mark(p);
+                    inc.facts.set("phase", inc.phase, Some(rec.prov.clone()));
+                }
+                self.marker = Some((p, hit.line_no));
+            }
+            Observation::MemorySample(bytes) => self.memory_sample(bytes, rec.prov),
+            Observation::RunStart => {
+                // Only a start after something happened counts as a restart.
+                if self.incidents.iter().any(|i| i.run == self.run) || !self.context.is_empty() {
+                    self.restarts += u32::from(!self.incidents.is_empty() || self.run > 0);
+                    self.run += 1;
+                }
+                self.context = Facts::new();
+                self.context_engine = None;
+                self.marker = None;
+            }
+            Observation::Failure(f) => self.failure(f, rec.prov, rec.meta, hit),
+        }
+    }
+
+    /// The incident whose failure ended just above this line: tools print a status line
+    /// under the error (AUTOMATIC1111's `Torch active/reserved: ... Sys VRAM: 4096/4096
+    /// MiB`, ComfyUI's `Got an OOM, unloading all loaded models`) that belongs to it.
+    fn trailed_incident(&mut self, line_no: u64) -> Option<&mut Incident> {
+        let run = self.run;
+        self.incidents.last_mut().filter(|i| {
+            // The failure's own line counts: one line can hold the error and the engine's
+            // name (a router's span, a launcher prefix) seen by another recogniser.
+            i.run == run && line_no >= i.last_line && line_no - i.last_line <= TRAILER_WINDOW
+        })
+    }
+
+    /// Aggregates the memory figures a run logs into growth facts, in constant memory.
+    fn memory_sample(&mut self, bytes: f64, prov: Provenance) {
+        let c = &mut self.context;
+        let prev = c.num("log.memory_last_bytes");
+        let n = c.num("log.memory_samples").unwrap_or(0.0) + 1.0;
+        if !c.contains("log.memory_first_bytes") {
+            c.set("log.memory_first_bytes", bytes, Some(prov.clone()));
+        }
+        if prev.is_some_and(|p| bytes > p) {
+            let inc = c.num("log.memory_increases").unwrap_or(0.0) + 1.0;
+            c.set("log.memory_increases", inc, Some(prov.clone()));
+        } else if !c.contains("log.memory_increases") {
+            c.set("log.memory_increases", 0u32, Some(prov.clone()));
+        }
+        if c.num("log.memory_max_bytes").is_none_or(|m| bytes > m) {
+            c.set("log.memory_max_bytes", bytes, Some(prov.clone()));
+        }
+        c.set("log.memory_last_bytes", bytes, Some(prov.clone()));
+        c.set("log.memory_samples", n, Some(prov));
+        if let (Some(first), Some(last)) = (
+            c.num("log.memory_first_bytes"),
+            c.num("log.memory_last_bytes"),
+        ) {
+            c.derive(
+                "log.memory_growth_bytes",
+                last - first,
+                &["log.memory_first_bytes", "log.memory_last_bytes"],
+            );
+        }
+    }
+
+    fn failure(
+        &mut self,
+        f: Failure,
+        prov: Provenance,
+        meta: crate::ingest::log::clean::LineMeta,
+        hit: &Hit<'_>,
+    ) {
+        let line_no = hit.line_no;
+        // A shell's bare `Killed` just after a Python error is the same death (a launcher
+        // killing what is left of the job), not a second, host-memory incident.
+        let shell_kill = f.wrapper
+            && f.kind == "host-oom"
+            && f.get("host.killer").and_then(Value::as_str) == Some("shell");
+        if shell_kill
+            && self.incidents.last().is_some_and(|i| {
+                i.run == self.run
+                    && i.kind == "device-oom"
+                    && line_no.saturating_sub(i.last_line) <= SAME_DEATH_WINDOW
+            })
+        {
+            return;
+        }
+        let prov = match &f.text {
+            Some(t) => Provenance {
+                text: Some(engines::bounded_text(t)),
+                span: None,
+                ..prov
+            },
+            None => prov,
+        };
+        let mut failure_facts = Facts::new();
+        for (name, value, span) in &f.facts {
+            let p = match span {
+                Some(s) if prov.text.as_ref().is_some_and(|t| s.1 <= t.len()) => {
+                    prov.clone().with_span(*s)
+                }
+                _ => prov.clone(),
+            };
+            failure_facts.set(name, value.clone(), Some(p));
+        }
+        failure_facts.set("failure.kind", f.kind, Some(prov.clone()));
+        failure_facts.set("failure.engine", f.engine, Some(prov.clone()));
+        let signature = signature(&f);
+
+        // 1. Same incident as a recent failure?
+        let context = &self.context;
+        if let Some(inc) = self.incidents.iter_mut().rev().find(|i| {
+            i.run == self.run
+                && i.domain == f.domain
+                && line_no.saturating_sub(i.last_line) <= MERGE_WINDOW
+        }) {
+            inc.last_line = line_no;
+            if f.wrapper {
+                inc.facts
+                    .merge(&failure_facts_without_identity(&failure_facts), false);
+            } else if inc.from_wrapper || kind_strength(f.kind) > kind_strength(inc.kind) {
+                // The real failure behind a wrapper, or a harder failure after a softer one (an
+                // OOM after a preemption storm): its kind and numbers win.
+                inc.facts.merge(&failure_facts, true);
+                inc.kind = f.kind;
+                inc.from_wrapper = false;
+                inc.device = inc.device.or(f.device);
+                inc.copies = inc.copies.max(1);
+            } else {
+                inc.copies += 1;
+                inc.facts.merge(&failure_facts, false);
+            }
+            inc.engine = more_specific_engine(inc.engine, f.engine);
+            if let Some(d) = f.device {
+                inc.devices.insert(d);
+                inc.device.get_or_insert(d);
+            }
+            if let Some(r) = meta.rank {
+                inc.ranks.insert(r);
+            }
+            // Error reports put the exception first and the console log after it (ComfyUI's
+            // `# ComfyUI Error Report`, issue templates): accounting the first line could not
+            // see yet is added when the copy in the log is reached. Facts the incident already
+            // has keep their values.
+            for (name, fact) in context.iter() {
+                if !inc.facts.contains(name) {
+                    inc.facts
+                        .set(name, fact.value.clone(), fact.sources.first().cloned());
+                    for s in fact.sources.iter().skip(1) {
+                        inc.facts.add_source(name, s.clone());
+                    }
+                }
+            }
+            // Some tools print the message before the traceback (ComfyUI's `!!! Exception
+            // during processing !!!`, loggers that log `str(e)` and then the stack): the
+            // frames sit above the restatement, not above the first line. A phase the first
+            // line could not decide is decided from the restatement's lines.
+            if inc.phase == phase::id::UNKNOWN {
+                let preceding = preceding_lines(hit, prov.text.as_deref());
+                let decision = phase::decide(&preceding, None);
+                if decision.phase != phase::id::UNKNOWN {
+                    inc.phase = decision.phase;
+                    set_phase_facts(&mut inc.facts, &decision, &prov);
+                }
+            }
+            return;
+        }
+
+        // 2. A repeat of an earlier incident (restarts)?
+        if !f.wrapper {
+            if let Some(inc) = self
+                .incidents
+                .iter_mut()
+                .find(|i| i.signature == signature && i.domain == f.domain)
+            {
+                inc.copies += 1;
+                inc.last_line = line_no;
+                inc.run = self.run;
+                if let Some(r) = meta.rank {
+                    inc.ranks.insert(r);
+                }
+                return;
+            }
+        }
+
+        // 3. A new incident.
+        if self.incidents.len() >= MAX_INCIDENTS {
+            self.dropped += 1;
+            return;
+        }
+        let mut facts = self.context.clone();
+        facts.merge(&failure_facts, true);
+        let preceding = preceding_lines(hit, prov.text.as_deref());
+        let marker = self
+            .marker
+            .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)));
+        let mut decision = phase::decide(&preceding, marker);
+        // An engine refusing to start because its KV cache or budget does not fit is a
+        // start-up check by definition, whatever the lines around it say.
+        if decision.phase == phase::id::UNKNOWN
+            && matches!(f.kind, "kv-capacity" | "no-kv-memory" | "engine-budget")
+        {
+            decision.phase = phase::id::ENGINE_STARTUP;
+            decision.evidence = Some(format!("a {} check runs at engine start-up", f.kind));
+        }
+        let time_hint = meta
+            .timestamp
+            .clone()
+            .or_else(|| preceding.iter().find_map(|l| l.meta.timestamp.clone()));
+        set_phase_facts(&mut facts, &decision, &prov);
+        let engine = match (f.engine, self.context_engine) {
+            (engines::id::PYTORCH, Some(ctx)) => ctx,
+            (e, _) => e,
+        };
+        let mut devices = BTreeSet::new();
+        if let Some(d) = f.device {
+            devices.insert(d);
+        }
+        let mut ranks = BTreeSet::new();
+        if let Some(r) = meta.rank {
+            ranks.insert(r);
+        }
+        self.incidents.push(Incident {
+            input: self.input.clone(),
+            kind: f.kind,
+            domain: f.domain,
+            engine,
+            device: f.device,
+            devices,
+            ranks,
+            copies: 1,
+            first: Provenance { span: None, ..prov },
+            last_line: line_no,
+            timestamp: meta.timestamp.clone(),
+            time_hint,
+            pid: meta.pid,
+            facts,
+            phase: decision.phase,
+            from_wrapper: f.wrapper,
+            run: self.run,
+            signature,
+        });
+    }
+}
+
+/// Records a phase decision as facts, with the failure line as their source.
+fn set_phase_facts(facts: &mut Facts, decision: &phase::PhaseDecision, prov: &Provenance) {
+    let phase_prov = Provenance {
+        span: None,
+        ..prov.clone()
+    };
+    facts.set("phase", decision.phase, Some(phase_prov.clone()));
+    if let Some(fr) = &decision.frames {
+        facts.set("phase.frames", fr.as_str(), Some(phase_prov.clone()));
+    }
+    if let Some(ev) = &decision.evidence {
+        facts.set("phase.evidence", ev.as_str(), Some(phase_prov.clone()));
+    }
+    if let Some(s) = decision.steps_completed {
+        facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
+    }
+    if let Some(e) = decision.epoch {
+        facts.set("phase.epoch", e, Some(phase_prov));
+    }
+}
+
+/// How specific an engine id is: the engine that ran the workload beats the framework under
+/// it, which beats the infrastructure that killed it, which beats nothing.
+fn engine_rank(e: &str) -> u8 {
+    use engines::id;
+    match e {
+        id::UNKNOWN => 0,
+        id::LINUX | id::SYSTEMD | id::KUBERNETES | id::RAY | "slurm" | "docker" => 1,
+        id::PYTORCH | id::TRANSFORMERS => 2,
+        _ => 3,
+    }
+}
+
+/// The more specific of two engine ids (the first on a tie).
+fn more_specific_engine(current: &'static str, new: &'static str) -> &'static str {
+    if engine_rank(new) > engine_rank(current) {
+        new
+    } else {
+        current
+    }
+}
+
+/// How hard a failure is: an allocation that failed beats an engine refusing to start, which
+/// beats pressure the engine survived (preemption, retraction storms).
+fn kind_strength(kind: &str) -> u8 {
+    match kind {
+        "device-oom" | "host-oom" => 3,
+        "kv-exhausted" => 1,
+        _ => 2,
+    }
+}
+
+/// A wrapper's facts minus the ones that identify the primary failure.
+fn failure_facts_without_identity(f: &Facts) -> Facts {
+    let mut out = f.clone();
+    out.remove("failure.kind");
+    out.remove("failure.engine");
+    out
+}
+
+/// Failure facts that are the configured size of the workload: two failures that differ in
+/// them are different errors even when everything else matches (restarts with another
+/// `--max-model-len`).
+const CONFIGURED_SIZE: &[&str] = &[
+    "max_model_len",
+    "n_ctx",
+    "num_ctx",
+    "max_total_tokens",
+    "max_seq_len",
+    "context_length",
+];
+
+/// What makes two failures "the same error": kind, engine, request, capacity and the
+/// configured context size.
+fn signature(f: &Failure) -> String {
+    let n = |name: &str| {
+        f.get(name)
+            .and_then(Value::as_f64)
+            .map(|v| format!("{v:.0}"))
+            .unwrap_or_else(|| "-".into())
+    };
+    let mut sig = format!(
+        "{}|{}|{}|{}",
+        f.kind,
+        f.engine,
+        n("oom.requested_bytes"),
+        n("oom.total_bytes")
+    );
+    for (name, value, _) in &f.facts {
+        if CONFIGURED_SIZE
+            .iter()
+            .any(|suffix| name.rsplit('.').next() == Some(*suffix))
+        {
+            sig.push_str(&format!("|{name}={value}"));
+        }
+    }
+    sig
+}
+
+/// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before
+/// the failing one, then the look-back window.
+fn preceding_lines(hit: &Hit<'_>, failure_text: Option<&str>) -> Vec<CleanLine> {
+    let mut out = Vec::new();
+    let cleaned = clean_line(hit.raw);
+    if let Some(parts) = split_packed(&cleaned.text) {
+        let idx = failure_text
+            .and_then(|ft| {
+                parts.iter().position(|p| {
+                    !p.trim().is_empty() && (ft.starts_with(p.trim()) || p.contains(ft))
+                })
+            })
+            .unwrap_or(parts.len());
+        for p in parts[..idx].iter().rev() {
+            let mut meta = cleaned.meta.clone();
+            let text = strip_prefixes(p, &mut meta).to_string();
+            out.push(CleanLine { text, meta });
+        }
+    }
+    out.extend(lines_back(hit.before).take(600).map(clean_line));
+    out
+}
+
+impl LineSink for LogAnalyzer {
+    fn hit(&mut self, hit: &Hit<'_>) -> u32 {
+        let mut emit = Emit::default();
+        engines::recognize_raw(
+            &self.input,
+            hit.line_no,
+            hit.raw,
+            hit.before,
+            hit.after,
+            &mut emit,
+        );
+        for rec in emit.records {
+            self.apply(rec, hit);
+        }
+        emit.consumed
+    }
+}
+
+/// Scans a whole log.
+pub fn analyze_log(
+    reader: &mut dyn std::io::Read,
+    input: &InputName,
+) -> std::io::Result<(LogEvidence, crate::ingest::log::ScanStats)> {
+    let mut analyzer = LogAnalyzer::new(Arc::clone(input));
+    let stats = crate::ingest::log::scan(reader, engines::anchors(), &mut analyzer)?;
+    Ok((analyzer.finish(), stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(text: &str) -> LogEvidence {
+        let input: InputName = Arc::from("t.log");
+        analyze_log(&mut text.as_bytes(), &input).unwrap().0
+    }
+
+    const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 22.60 GiB memory in use. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.";
+
+    #[test]
+    fn ranks_fold_into_one_incident() {
+        let log = format!(
+            "[rank0]: {OOM}\n[rank1]: {}\n[rank2]: {OOM}\n",
+            OOM.replace("GPU 0", "GPU 1")
+        );
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        let inc = &ev.incidents[0];
+        assert_eq!(inc.copies, 3);
+        assert_eq!(inc.ranks.len(), 3);
+        assert_eq!(inc.devices.iter().copied().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(inc.first.line, Some(1));
+    }
+
+    #[test]
+    fn a_shell_kill_right_after_a_python_oom_is_the_same_death() {
+        let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.";
+        let kill = "train.sh: line 4: 4242 Killed                  python train.py";
+        let input: InputName = Arc::from("t.log");
+        let log = format!("{oom}\n{kill}\n");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].kind, "device-oom");
+        // Far from any OOM it is a kill of its own.
+        let log = format!("{oom}\n{}{kill}\n", "step\n".repeat(100));
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn wrapped_message_is_joined_and_numbers_read() {
+        let log = "step 10 loss 1.0\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB\n is free. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but\n unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n";
+        let ev = run(log);
+        assert_eq!(ev.incidents.len(), 1);
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.num("oom.free_bytes"), Some(1073741824.0));
+        assert_eq!(
+            f.num("oom.reserved_unallocated_bytes").map(|v| v.round()),
+            Some((2.1f64 * 1073741824.0).round())
+        );
+        assert_eq!(
+            f.get("torch.expandable_segments"),
+            None,
+            "the hint is not configuration"
+        );
+    }
+
+    #[test]
+    fn context_and_phase_attach_to_the_incident() {
+        let log = format!(
+            "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n  Instantaneous batch size per device = 16\n{}\nTraceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n    loss.backward()\n  File \"/x/torch/_tensor.py\", line 5, in backward\n{OOM}\n",
+            (0..30)
+                .map(|i| format!("step {i} loss 1.0"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        let ev = run(&log);
+        let inc = &ev.incidents[0];
+        assert_eq!(inc.facts.bool("torch.expandable_segments"), Some(true));
+        assert_eq!(inc.facts.num("train.batch_size"), Some(16.0));
+        assert_eq!(inc.phase, "backward");
+        assert_eq!(inc.facts.num("phase.steps_completed"), Some(29.0));
+        assert_eq!(
+            inc.facts.get("train.batch_size").unwrap().sources[0].line,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn repeats_far_apart_fold_by_signature() {
+        let filler = "noise\n".repeat(1000);
+        let log = format!("{OOM}\n{filler}{OOM}\n{filler}{OOM}\n");
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].copies, 3);
+        let other = OOM.replace("2.00 GiB. GPU", "4.00 GiB. GPU");
+        let ev = run(&format!("{OOM}\n{filler}{other}\n"));
+        assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn phase_comes_from_a_traceback_below_the_first_message() {
+        // ComfyUI prints the message, then the traceback, then the exception again.
+        let log = "got prompt
+!!! Exception during processing !!! Allocation on device 
+Traceback (most recent call last):
+  File \"/srv/ComfyUI/comfy/model_management.py\", line 604, in load_models_gpu
+    loaded_model.model_load(lowvram_model_memory)
+  File \"/srv/ComfyUI/comfy/model_patcher.py\", line 829, in partially_load
+    self.load(device_to)
+torch.OutOfMemoryError: Allocation on device 
+
+Got an OOM, unloading all loaded models.
+";
+        let ev = run(log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(
+            ev.incidents[0].phase,
+            crate::incident::phase::id::MODEL_LOAD
+        );
+        assert_eq!(ev.incidents[0].copies, 2);
+    }
+
+    #[test]
+    fn packed_traceback_line() {
+        let log = format!(
+            "{{\"log\": \"Traceback (most recent call last):\\n  File \\\"x.py\\\", line 1, in <module>\\n  File \\\"/t/modeling_utils.py\\\", line 9, in from_pretrained\\n{OOM}\\n\"}}\n"
+        );
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].phase, "model-load");
+    }
+}

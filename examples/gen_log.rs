@@ -9,7 +9,11 @@
 //! about a hundred access lines in between) and a training line with a memory figure every
 //! 256. `stats-every` 8 gives the worst case of a serving log that is mostly stats lines.
 //!
-//! cargo run --release --example gen_log -- <MiB> <out.log> [oom-every-MiB] [stats-every]
+//! `mem-every` (default 256) sets the rate of the training lines with a memory figure; the
+//! scan benchmark (`bench/scan_bench.sh`) raises both rates' periods to get a log with a few
+//! hundred accounting lines.
+//!
+//! cargo run --release --example gen_log -- <MiB> <out.log> [oom-every-MiB] [stats-every] [mem-every]
 
 use std::io::{BufWriter, Write};
 
@@ -25,6 +29,11 @@ fn main() -> std::io::Result<()> {
         .get(4)
         .and_then(|s| s.parse().ok())
         .unwrap_or(128)
+        .max(1);
+    let mem_every: u64 = args
+        .get(5)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256)
         .max(1);
     let target = mib << 20;
     let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&out)?);
@@ -53,7 +62,7 @@ fn main() -> std::io::Result<()> {
                 ((r >> 44) % 1000) as f64 / 10.0,
                 ((r >> 50) % 1000) as f64 / 10.0
             )
-        } else if (kind >> 32) % 256 == 0 {
+        } else if (kind >> 32) % mem_every == 0 {
             format!(
                 "[2026-03-02 10:{:02}:{:02},{:03}] INFO  trainer: step {step} | loss {:.4} | mem {:.2} GiB | tokens/s {}\n",
                 (r >> 8) % 60,

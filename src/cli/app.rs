@@ -938,7 +938,9 @@ fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) 
                 .into(),
         });
     }
-    if from_dir && opened.kind == InputKind::Log && crate::input::walk::looks_binary(&opened.head) {
+    let looks_binary =
+        opened.kind == InputKind::Log && crate::input::walk::looks_binary(&opened.head);
+    if from_dir && looks_binary {
         return Read1::Skipped(SkippedInput {
             input: opened.name.to_string(),
             kind: "binary".into(),
@@ -952,10 +954,7 @@ fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) 
     // Binary data named directly (or piped in) is still scanned: a log with junk around an
     // OOM is still a log. But when it holds no incident, "no incident found in 730 lines"
     // would be a false success about a file that is no log at all.
-    let binary = (opened.kind == InputKind::Log
-        && opts.input_kind.is_none()
-        && crate::input::walk::looks_binary(&opened.head))
-    .then(|| binary_kind(&opened.head));
+    let binary = (looks_binary && opts.input_kind.is_none()).then(|| binary_kind(&opened.head));
     match analyze_opened(opened, path, opts) {
         Ok(o) if binary.is_some() && o.incidents.is_empty() => {
             let (what, help) = binary.unwrap_or_default();

@@ -198,10 +198,13 @@ pub fn looks_binary(head: &[u8]) -> bool {
     if memchr::memchr(0, sample).is_some() {
         return true;
     }
-    let control = sample
+    // Bit `b` set for the control bytes that are not text; a branch-free count (this runs
+    // on every file of a directory, twice the time of a small file's scan when branchy).
+    const NOT_TEXT: u32 = !((1 << b'\n') | (1 << b'\r') | (1 << b'\t') | (1 << 0x0c) | (1 << 0x1b));
+    let control: usize = sample
         .iter()
-        .filter(|b| **b < 0x20 && !matches!(**b, b'\n' | b'\r' | b'\t' | 0x0c | 0x1b))
-        .count();
+        .map(|&b| usize::from(b < 0x20) & (NOT_TEXT >> (b & 31)) as usize & 1)
+        .sum();
     control * 10 > sample.len()
 }
 

@@ -20,7 +20,7 @@ use aho_corasick::{Anchored, MatchKind};
 /// Lock-step walks per buffer.
 const STREAMS: usize = 4;
 /// Below this many bytes, splitting a buffer costs more than it saves.
-const SPLIT_MIN: usize = 64 << 10;
+const SPLIT_MIN: usize = 8 << 10;
 /// Below this many bytes a buffer is walked on one thread: a thread start (tens of
 /// microseconds) would cost more than half the walk saves.
 const PARALLEL_MIN: usize = 1 << 20;

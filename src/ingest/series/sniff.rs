@@ -33,13 +33,14 @@ pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
         }
         Err(_) => return None,
     };
-    let mut lines: Vec<&str> = text.split('\n').collect();
-    // The last piece may be cut mid-line, unless it is all there is.
-    if lines.len() > 1 && !text.ends_with('\n') {
-        lines.pop();
-    }
-    let lines: Vec<&str> = lines
-        .iter()
+    // The last piece may be cut mid-line, unless it is all there is. Only the first
+    // MAX_LINES lines are split off: a directory of small logs sniffs each file whole.
+    let complete = match text.rfind('\n') {
+        Some(i) if !text.ends_with('\n') => &text[..=i],
+        _ => text,
+    };
+    let lines: Vec<&str> = complete
+        .split('\n')
         .map(|l| l.trim_end_matches('\r'))
         .filter(|l| !l.trim().is_empty())
         .take(MAX_LINES)

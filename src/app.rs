@@ -614,6 +614,30 @@ fn model_input(path: &std::path::Path) -> Result<InputOutcome, InputError> {
 /// memory and keep reading in parallel; snapshots take turns.
 static SNAPSHOT_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// The snapshot being read now (snapshots take turns, see [`SNAPSHOT_TURN`]) and the
+/// bytes pulled from it so far: what an out-of-memory exit names.
+static READING_NAME: std::sync::Mutex<Option<crate::evidence::InputName>> =
+    std::sync::Mutex::new(None);
+static READING_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The snapshot being read and how many of its bytes were read, if one is being read.
+/// Never blocks and never allocates (it is called from the allocator's failure path).
+pub fn reading_now() -> (Option<crate::evidence::InputName>, u64) {
+    let name = READING_NAME.try_lock().ok().and_then(|g| g.clone());
+    (name, READING_AT.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Clears [`READING_NAME`] when a snapshot's read ends, however it ends.
+struct ReadingGuard;
+
+impl Drop for ReadingGuard {
+    fn drop(&mut self) {
+        if let Ok(mut g) = READING_NAME.lock() {
+            *g = None;
+        }
+    }
+}
+
 /// Counts the bytes a snapshot's reader pulls (for the report and the progress bar).
 struct CountingReader<'a, R: ?Sized> {
     inner: &'a mut R,
@@ -626,6 +650,7 @@ impl<R: io::Read + ?Sized> io::Read for CountingReader<'_, R> {
         let k = self.inner.read(buf)?;
         let before = self.n;
         self.n += k as u64;
+        READING_AT.store(self.n, std::sync::atomic::Ordering::Relaxed);
         if let Some(b) = self.bar {
             // Redraw at most every 4 MiB.
             if before >> 22 != self.n >> 22 {
@@ -688,6 +713,11 @@ fn snapshot_input(
     // counts decompressed bytes against `--max-pickle-bytes` as they arrive: a small gzip
     // that expands to gigabytes (a PROTO header, then 4 GB of zeros) stops at its first
     // byte that is not a pickle, having buffered one chunk.
+    READING_AT.store(0, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut g) = READING_NAME.lock() {
+        *g = Some(name.clone());
+    }
+    let _reading = ReadingGuard;
     let mut counted = CountingReader {
         inner: &mut reader,
         n: 0,
@@ -698,10 +728,11 @@ fn snapshot_input(
     let analysis = analysis.map_err(|e| match e {
         // More decompressed bytes than the limit: say which flag raises it.
         crate::snapshot::SnapshotError::Pickle {
-            source: crate::pickle::PickleError::LimitExceeded {
-                what: "the input size",
-                ..
-            },
+            source:
+                crate::pickle::PickleError::LimitExceeded {
+                    what: "the input size",
+                    ..
+                },
             ..
         } => InputError::TooLarge {
             input: name.to_string(),

@@ -359,7 +359,10 @@ pub struct Pickle<'a> {
     protocol: Option<u8>,
     root: Handle,
     blobs: Vec<Blob>,
-    /// The bytes of every string and bytes value, each distinct string once.
+    /// The text of every string, each distinct string once (a `String`, so reading one
+    /// back is a slice, not a UTF-8 validation of its whole length).
+    text: String,
+    /// The bytes of every bytes value.
     data: Vec<u8>,
     /// `i64`s too wide to be inline (addresses, timestamps, large sizes).
     ints: Vec<i64>,
@@ -454,6 +457,7 @@ impl<'a> Pickle<'a> {
         pickle.input_len_lower_bound = more;
         // The arenas grew by doubling; give back what was reserved and never used.
         pickle.items.shrink_to_fit();
+        pickle.text.shrink_to_fit();
         pickle.data.shrink_to_fit();
         Ok(pickle)
     }
@@ -543,8 +547,14 @@ impl<'a> Pickle<'a> {
     }
 
     fn blob_str(&self, i: usize) -> &str {
-        // Every Str blob was validated (or decoded to UTF-8) when it was created.
-        std::str::from_utf8(self.blob_bytes(i)).unwrap_or("")
+        // Str blobs live in `text`, validated (or decoded to UTF-8) when they were created.
+        match self.blobs.get(i) {
+            Some(b) => self
+                .text
+                .get(b.start..b.start.saturating_add(b.len))
+                .unwrap_or(""),
+            None => "",
+        }
     }
 
     /// The string a handle holds, if it is a `str`.
@@ -873,10 +883,10 @@ impl Source<'_> {
                 .max_input
                 .saturating_add(1)
                 .saturating_sub(self.read_so_far());
-            let end = self
-                .buf
-                .len()
-                .min(self.filled.saturating_add(usize::try_from(allowed).unwrap_or(usize::MAX)));
+            let end = self.buf.len().min(
+                self.filled
+                    .saturating_add(usize::try_from(allowed).unwrap_or(usize::MAX)),
+            );
             if end <= self.filled {
                 return Err(SourceError::TooLong);
             }
@@ -1013,6 +1023,7 @@ impl<'r, 'l> Machine<'r, 'l> {
                 protocol: None,
                 root: Handle::NONE,
                 blobs: Vec::new(),
+                text: String::new(),
                 data: Vec::new(),
                 ints: Vec::new(),
                 bigs: Vec::new(),
@@ -1087,7 +1098,11 @@ impl<'r, 'l> Machine<'r, 'l> {
 
     /// Consumes `n` bytes; their range in `self.src.buf`.
     #[inline]
-    fn take(&mut self, n: usize, what: &'static str) -> Result<std::ops::Range<usize>, PickleError> {
+    fn take(
+        &mut self,
+        n: usize,
+        what: &'static str,
+    ) -> Result<std::ops::Range<usize>, PickleError> {
         match self.src.take(n) {
             Ok(r) => Ok(r),
             Err(e) => Err(self.source_error(e, what)),
@@ -1303,7 +1318,12 @@ impl<'r, 'l> Machine<'r, 'l> {
         self.check_objects()?;
         let bytes = &self.src.buf[r];
         let idx = match std::str::from_utf8(bytes) {
-            Ok(_) => intern(&mut self.pickle, &mut self.str_by_hash, &mut self.str_next, bytes),
+            Ok(text) => intern(
+                &mut self.pickle,
+                &mut self.str_by_hash,
+                &mut self.str_next,
+                text,
+            ),
             Err(_) => {
                 // Python writes lone surrogates with 'surrogatepass'; they are not UTF-8.
                 let repaired = String::from_utf8_lossy(bytes).into_owned();
@@ -1311,7 +1331,7 @@ impl<'r, 'l> Machine<'r, 'l> {
                     &mut self.pickle,
                     &mut self.str_by_hash,
                     &mut self.str_next,
-                    repaired.as_bytes(),
+                    &repaired,
                 )
             }
         };
@@ -1325,7 +1345,7 @@ impl<'r, 'l> Machine<'r, 'l> {
             &mut self.pickle,
             &mut self.str_by_hash,
             &mut self.str_next,
-            s.as_bytes(),
+            s,
         );
         Ok(Handle::new(TAG_STR, idx as u64))
     }
@@ -1870,7 +1890,7 @@ impl<'r, 'l> Machine<'r, 'l> {
     }
 }
 
-/// Appends a blob holding `bytes` to the arena (not interned); its index.
+/// Appends a bytes blob (not interned); its index.
 fn push_blob(pickle: &mut Pickle<'_>, str_next: &mut Vec<u32>, bytes: &[u8]) -> u32 {
     let idx = pickle.blobs.len() as u32;
     let start = pickle.data.len();
@@ -1883,25 +1903,31 @@ fn push_blob(pickle: &mut Pickle<'_>, str_next: &mut Vec<u32>, bytes: &[u8]) -> 
     idx
 }
 
-/// The index of the string blob equal to `bytes`, created if it is new. Snapshots repeat
+/// The index of the string blob equal to `text`, created if it is new. Snapshots repeat
 /// the same file and function names endlessly; each is stored once.
 fn intern(
     pickle: &mut Pickle<'_>,
     by_hash: &mut HashMap<u64, u32, std::hash::BuildHasherDefault<IdHasher>>,
     str_next: &mut Vec<u32>,
-    bytes: &[u8],
+    text: &str,
 ) -> u32 {
-    let hash = hash_bytes(bytes);
+    let hash = hash_bytes(text.as_bytes());
     let head = by_hash.get(&hash).copied().unwrap_or(NO_BLOB);
     let mut candidate = head;
     while candidate != NO_BLOB {
-        if pickle.blob_bytes(candidate as usize) == bytes {
+        if pickle.blob_str(candidate as usize) == text {
             return candidate;
         }
         candidate = str_next.get(candidate as usize).copied().unwrap_or(NO_BLOB);
     }
-    let idx = push_blob(pickle, str_next, bytes);
-    str_next[idx as usize] = head;
+    let idx = pickle.blobs.len() as u32;
+    let start = pickle.text.len();
+    pickle.text.push_str(text);
+    pickle.blobs.push(Blob {
+        start,
+        len: text.len(),
+    });
+    str_next.push(head);
     by_hash.insert(hash, idx);
     idx
 }

@@ -1226,9 +1226,13 @@ impl<'p, 'a> Decoder<'p, 'a> {
             }
         }
         let key = (
-            filename_h.and_then(|h| p.str_index(h)).map_or(u32::MAX, |i| i as u32),
+            filename_h
+                .and_then(|h| p.str_index(h))
+                .map_or(u32::MAX, |i| i as u32),
             line,
-            name_h.and_then(|h| p.str_index(h)).map_or(u32::MAX, |i| i as u32),
+            name_h
+                .and_then(|h| p.str_index(h))
+                .map_or(u32::MAX, |i| i as u32),
         );
         let id = match self.frame_by_content.get(&key) {
             Some(&id) => id,

@@ -54,7 +54,11 @@ fn dump(p: &Pickle<'_>) -> Vec<String> {
     while let Some(h) = todo.pop() {
         let v = p.value(h);
         match v {
-            Value::List(c) | Value::Tuple(c) | Value::Dict(c) | Value::Set(c) | Value::FrozenSet(c) => {
+            Value::List(c)
+            | Value::Tuple(c)
+            | Value::Dict(c)
+            | Value::Set(c)
+            | Value::FrozenSet(c) => {
                 let next = seen.len();
                 match seen.entry(c.index()) {
                     std::collections::hash_map::Entry::Occupied(e) => {
@@ -85,7 +89,12 @@ fn real_snapshots() -> Vec<(String, Vec<u8>)> {
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| matches!(p.extension().and_then(|x| x.to_str()), Some("pickle" | "pkl")))
+                .filter(|p| {
+                    matches!(
+                        p.extension().and_then(|x| x.to_str()),
+                        Some("pickle" | "pkl")
+                    )
+                })
                 .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
                 .collect()
         })
@@ -111,14 +120,18 @@ fn every_opcode() -> Vec<u8> {
         v.extend_from_slice(k.as_bytes());
     };
     key(&mut v, "ints");
-    v.extend_from_slice(b"(K\x07M\x34\x12J\xff\xff\xff\xff\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00");
+    v.extend_from_slice(
+        b"(K\x07M\x34\x12J\xff\xff\xff\xff\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00",
+    );
     v.extend_from_slice(b"I42\nI01\nL123456789012345678901234567890L\n\x88\x89Nl");
     key(&mut v, "floats");
     v.extend_from_slice(b"G\x3f\xf8\x00\x00\x00\x00\x00\x00F2.5\n\x86");
     key(&mut v, "strings");
     v.extend_from_slice(b"(X\x05\x00\x00\x00hello\x8d\x03\x00\x00\x00\x00\x00\x00\x00abcVuni\\u00e9\nS'py2'\nU\x03abcT\x02\x00\x00\x00xyr\x00\x01\x00\x00t");
     key(&mut v, "bytes");
-    v.extend_from_slice(b"C\x02\x00\x01B\x03\x00\x00\x00abc\x8e\x01\x00\x00\x00\x00\x00\x00\x00z\x87");
+    v.extend_from_slice(
+        b"C\x02\x00\x01B\x03\x00\x00\x00abc\x8e\x01\x00\x00\x00\x00\x00\x00\x00z\x87",
+    );
     key(&mut v, "shared");
     v.extend_from_slice(b"](h\x00j\x00\x01\x00\x00g0\n\x94e");
     key(&mut v, "sets");
@@ -154,7 +167,11 @@ fn real_snapshots_parse_the_same_one_byte_at_a_time() {
     for (path, bytes) in &files {
         let whole = Pickle::parse(bytes, &limits).unwrap();
         // One byte per read for the small files; odd piece sizes for the large ones.
-        let sizes: &[usize] = if bytes.len() < 2 << 20 { &[1] } else { &[1, 7, 4093, 65537] };
+        let sizes: &[usize] = if bytes.len() < 2 << 20 {
+            &[1]
+        } else {
+            &[1, 7, 4093, 65537]
+        };
         let streamed = Pickle::from_reader(Pieces::new(bytes, sizes), &limits).unwrap();
         assert_eq!(dump(&streamed), dump(&whole), "{path}");
         // And the whole analysis, as the app reads it.
@@ -234,9 +251,17 @@ fn shared_snapshot(n: i32, key: &str, shared_value: impl FnOnce(&mut W)) -> Vec<
     w.raw(b"]"); // a list that holds the shared value, popped afterwards
     shared_value(&mut w);
     w.put(0).raw(b"a0");
-    w.raw(b"}(").s("segments").raw(b"]").s("device_traces").raw(b"](](");
+    w.raw(b"}(")
+        .s("segments")
+        .raw(b"]")
+        .s("device_traces")
+        .raw(b"](](");
     for i in 0..n {
-        w.raw(b"}(").s("action").s("alloc").s("addr").int(i * 512 + 4096);
+        w.raw(b"}(")
+            .s("action")
+            .s("alloc")
+            .s("addr")
+            .int(i * 512 + 4096);
         w.s("size").int(512).s(key).get(0).raw(b"u");
     }
     w.raw(b"eeu.");
@@ -263,7 +288,12 @@ fn a_shared_megabyte_string_is_stored_once() {
     let snap = schema::decode(&p, &tight()).unwrap();
     let entries = &snap.traces[0];
     assert_eq!(entries.len(), 20_000);
-    let first = snap.extra(&entries[0]).unwrap().user_metadata.clone().unwrap();
+    let first = snap
+        .extra(&entries[0])
+        .unwrap()
+        .user_metadata
+        .clone()
+        .unwrap();
     for e in entries {
         let s = snap.extra(e).unwrap().user_metadata.as_ref().unwrap();
         assert!(Arc::ptr_eq(s, &first), "one string, shared");
@@ -284,7 +314,12 @@ fn a_shared_forward_frames_list_is_read_once() {
     let p = Pickle::parse(&data, &tight()).unwrap();
     let snap = schema::decode(&p, &tight()).unwrap();
     let entries = &snap.traces[0];
-    let first = snap.extra(&entries[0]).unwrap().forward_frames.clone().unwrap();
+    let first = snap
+        .extra(&entries[0])
+        .unwrap()
+        .forward_frames
+        .clone()
+        .unwrap();
     assert_eq!(first.len(), 5_000);
     for e in entries {
         let l = snap.extra(e).unwrap().forward_frames.as_ref().unwrap();
@@ -297,15 +332,30 @@ fn a_shared_frame_list_is_interned_once() {
     let data = shared_snapshot(20_000, "frames", |w| {
         w.raw(b"](");
         for i in 0..5_000 {
-            w.raw(b"}(").s("filename").s("/x/a.py").s("line").int(i).s("name").s("f").raw(b"u");
+            w.raw(b"}(")
+                .s("filename")
+                .s("/x/a.py")
+                .s("line")
+                .int(i)
+                .s("name")
+                .s("f")
+                .raw(b"u");
         }
         w.raw(b"e");
     });
     let p = Pickle::parse(&data, &tight()).unwrap();
     let snap = schema::decode(&p, &tight()).unwrap();
     assert_eq!(snap.frames.frames.len(), 5_000);
-    assert_eq!(snap.frames.list_count(), 2, "the empty list and the shared one");
-    assert!(snap.traces[0].iter().all(|e| e.frames == snap.traces[0][0].frames));
+    assert_eq!(
+        snap.frames.list_count(),
+        2,
+        "the empty list and the shared one"
+    );
+    assert!(
+        snap.traces[0]
+            .iter()
+            .all(|e| e.frames == snap.traces[0][0].frames)
+    );
     assert!(read_snapshot(&data, &name("f.pickle"), &tight()).is_ok());
 }
 
@@ -316,17 +366,32 @@ fn many_frames_sharing_a_huge_file_name_end_in_a_clean_error() {
     // would scan 20 GB of names.
     let mut w = W::new();
     w.s(&huge).put(0).raw(b"0");
-    w.raw(b"}(").s("segments").raw(b"]").s("device_traces").raw(b"](](");
+    w.raw(b"}(")
+        .s("segments")
+        .raw(b"]")
+        .s("device_traces")
+        .raw(b"](](");
     for i in 0..20_000 {
-        w.raw(b"}(").s("action").s("alloc").s("addr").int(i * 512).s("size").int(512);
-        w.s("frames").raw(b"](}(").s("filename").get(0).s("line").int(i);
+        w.raw(b"}(")
+            .s("action")
+            .s("alloc")
+            .s("addr")
+            .int(i * 512)
+            .s("size")
+            .int(512);
+        w.s("frames")
+            .raw(b"](}(")
+            .s("filename")
+            .get(0)
+            .s("line")
+            .int(i);
         w.s("name").s("f").raw(b"ueu");
     }
     w.raw(b"eeu.");
     let data = w.0;
     assert!(data.len() < 4 << 20);
-    let err = read_snapshot(&data, &name("huge-names.pickle"), &PickleLimits::default())
-        .unwrap_err();
+    let err =
+        read_snapshot(&data, &name("huge-names.pickle"), &PickleLimits::default()).unwrap_err();
     assert!(matches!(err, SnapshotError::ExpansionLimit { .. }), "{err}");
 }
 
@@ -398,5 +463,8 @@ fn the_binary_names_the_offset_of_a_truncated_snapshot() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("cut.pickle"), "{stderr}");
-    assert!(stderr.contains(&format!("truncated at byte {cut}")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("truncated at byte {cut}")),
+        "{stderr}"
+    );
 }

@@ -49,13 +49,13 @@ fn out_of_memory(size: usize) -> ! {
     let mut w = &mut buf[..];
     let (name, at) = oomdoctor::app::reading_now();
     let _ = match name {
-        Some(name) => write!(
+        Some(name) => writeln!(
             w,
-            "error: {name}: out of memory (an allocation of {size} bytes failed) at byte {at} of the input; the machine (or its memory limit) has too little memory for this snapshot\n"
+            "error: {name}: out of memory (an allocation of {size} bytes failed) at byte {at} of the input; the machine (or its memory limit) has too little memory for this snapshot"
         ),
-        None => write!(
+        None => writeln!(
             w,
-            "error: out of memory (an allocation of {size} bytes failed); the machine (or its memory limit) has too little memory for this input\n"
+            "error: out of memory (an allocation of {size} bytes failed); the machine (or its memory limit) has too little memory for this input"
         ),
     };
     let len = 1024 - w.len();

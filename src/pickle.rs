@@ -20,8 +20,12 @@
 //!   into it; Python writes each container's elements in one `APPENDS`/`SETITEMS` batch of
 //!   up to 1,000 items, so nearly every container is a single chunk, and appends that land
 //!   right after the container's last chunk extend it in place.
-//! - Strings are zero-copy spans into the input when the input holds them verbatim (all
-//!   binary protocols); text-protocol strings are decoded into an owned buffer.
+//! - The input is a stream ([`Pickle::from_reader`]: a file, a gzip decoder) read through a
+//!   bounded buffer, or a slice ([`Pickle::parse`]) read the same way. Each opcode's length
+//!   is checked against the limits before its payload is buffered, and the bytes read are
+//!   counted against [`PickleLimits::max_input_bytes`] as they arrive.
+//! - Strings are interned into one `String` arena (snapshots repeat the same file and
+//!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
 //!   stack. Nothing recurses, so nesting depth costs memory, never call stack.
 //! - Opcodes that import or call code (`GLOBAL`, `REDUCE`, `BUILD`, ...) are refused with an

@@ -15,7 +15,7 @@ use std::time::Instant;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::facts::units::format_bytes;
 use oomdoctor::ingest::snapshot::pickle::{Pickle, PickleLimits};
-use oomdoctor::ingest::snapshot::read_snapshot;
+use oomdoctor::ingest::snapshot::{read_snapshot, read_snapshot_from};
 
 fn main() -> miette::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -28,12 +28,17 @@ fn main() -> miette::Result<()> {
         return phases(&path);
     }
     let t0 = Instant::now();
-    let bytes = std::fs::read(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
-    let t_read = t0.elapsed();
     let input: InputName = Arc::from(path.as_str());
-    let analysis = read_snapshot(&bytes, &input, &PickleLimits::default())?;
+    // As the app reads it: streamed from the file through the pickle reader's buffer,
+    // never held whole (`--whole` reads it into memory first, as before issue 15).
+    let analysis = if mode == "--whole" {
+        let bytes = std::fs::read(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
+        read_snapshot(&bytes, &input, &PickleLimits::default())?
+    } else {
+        let file = std::fs::File::open(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
+        read_snapshot_from(file, &input, &PickleLimits::default())?
+    };
     let t_total = t0.elapsed();
-    drop(bytes);
 
     match mode.as_str() {
         "--json" => {
@@ -58,11 +63,7 @@ fn main() -> miette::Result<()> {
         "{path}: PyTorch {} ({:?}, protocol {:?})",
         analysis.generation.label, analysis.layout, analysis.pickle_protocol
     );
-    println!(
-        "  read {:.3} s, total {:.3} s",
-        t_read.as_secs_f64(),
-        t_total.as_secs_f64()
-    );
+    println!("  total {:.3} s", t_total.as_secs_f64());
     for d in analysis.devices() {
         println!(
             "  device {}: {} segments, reserved {}, allocated {}, {} trace entries, peak live {}",
@@ -114,17 +115,12 @@ fn main() -> miette::Result<()> {
 fn phases(path: &str) -> miette::Result<()> {
     let limits = PickleLimits::default();
     let t = Instant::now();
-    let bytes = std::fs::read(path).map_err(|e| miette::miette!("{path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| miette::miette!("{path}: {e}"))?;
+    let pickle = Pickle::from_reader(file, &limits)?;
     println!(
-        "read    {:>7.3} s  ({} bytes)",
+        "read + parse {:>7.3} s  ({} bytes, {} objects)",
         t.elapsed().as_secs_f64(),
-        bytes.len()
-    );
-    let t = Instant::now();
-    let pickle = Pickle::parse(&bytes, &limits)?;
-    println!(
-        "parse   {:>7.3} s  ({} objects)",
-        t.elapsed().as_secs_f64(),
+        pickle.input_len(),
         pickle.object_count()
     );
     let t = Instant::now();

@@ -573,11 +573,54 @@ fn model_input(path: &std::path::Path) -> Result<InputOutcome, InputError> {
 /// memory and keep reading in parallel; snapshots take turns.
 static SNAPSHOT_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// First decompressed size at which a gzip snapshot's prefix is checked, then at every
-/// doubling.
-const FIRST_PROBE_BYTES: usize = 1 << 20;
+/// The snapshot being read now (snapshots take turns, see [`SNAPSHOT_TURN`]) and the
+/// bytes pulled from it so far: what an out-of-memory exit names.
+static READING_NAME: std::sync::Mutex<Option<crate::facts::evidence::InputName>> =
+    std::sync::Mutex::new(None);
+static READING_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Reads a snapshot pickle whole (within the size limit) and analyses it.
+/// The snapshot being read and how many of its bytes were read, if one is being read.
+/// Never blocks and never allocates (it is called from the allocator's failure path).
+pub fn reading_now() -> (Option<crate::facts::evidence::InputName>, u64) {
+    let name = READING_NAME.try_lock().ok().and_then(|g| g.clone());
+    (name, READING_AT.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Clears [`READING_NAME`] when a snapshot's read ends, however it ends.
+struct ReadingGuard;
+
+impl Drop for ReadingGuard {
+    fn drop(&mut self) {
+        if let Ok(mut g) = READING_NAME.lock() {
+            *g = None;
+        }
+    }
+}
+
+/// Counts the bytes a snapshot's reader pulls (for the report and the progress bar).
+struct CountingReader<'a, R: ?Sized> {
+    inner: &'a mut R,
+    n: u64,
+    bar: Option<&'a indicatif::ProgressBar>,
+}
+
+impl<R: io::Read + ?Sized> io::Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        let before = self.n;
+        self.n += k as u64;
+        READING_AT.store(self.n, std::sync::atomic::Ordering::Relaxed);
+        if let Some(b) = self.bar {
+            // Redraw at most every 4 MiB.
+            if before >> 22 != self.n >> 22 {
+                b.set_position(self.n);
+            }
+        }
+        Ok(k)
+    }
+}
+
+/// Reads a snapshot pickle as a stream (within the size limit) and analyses it.
 fn snapshot_input(
     opened: input::Opened,
     size_hint: Option<u64>,
@@ -625,67 +668,41 @@ fn snapshot_input(
         bar.set_message(format!("reading {name}"));
         bar
     });
-    let mut bytes = Vec::with_capacity(size_hint.unwrap_or(0).min(limit) as usize);
-    let mut chunk = vec![0u8; 1 << 20];
-    // A small gzip file can expand to gigabytes (a PROTO header, then 4 GB of zeros).
-    // Its size on disk says nothing, so the decompressed prefix is parsed at 1 MiB and at
-    // every doubling: a prefix that is already not a pickle (anything but running out of
-    // bytes) stops the read there, with at most twice the good prefix buffered. The
-    // doubling keeps the extra parsing under the cost of one more parse.
-    let mut next_probe = opened.compressed.then_some(FIRST_PROBE_BYTES);
-    loop {
-        let n = match reader.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(InputError::from_io(
-                    &name,
-                    e,
-                    opened.compressed,
-                    bytes.len() as u64,
-                ));
-            }
-        };
-        bytes.extend_from_slice(&chunk[..n]);
-        if let Some(at) = next_probe.filter(|at| bytes.len() >= *at) {
-            match crate::ingest::snapshot::pickle::Pickle::parse(&bytes, &opts.pickle_limits) {
-                Err(crate::ingest::snapshot::pickle::PickleError::Truncated { .. }) => {}
-                // A whole pickle already, and more bytes coming: stop now rather than
-                // buffer what follows it.
-                Ok(p) => {
-                    crate::ingest::snapshot::check_whole(&p, &name)
-                        .map_err(|e| InputError::Snapshot(Box::new(e)))?;
-                }
-                Err(source) => {
-                    return Err(InputError::Snapshot(Box::new(
-                        crate::ingest::snapshot::SnapshotError::Pickle {
-                            input: name.to_string(),
-                            source,
-                        },
-                    )));
-                }
-            }
-            next_probe = Some(at.saturating_mul(2));
-        }
-        if bytes.len() as u64 > limit {
-            return Err(InputError::TooLarge {
-                input: name.to_string(),
-                size: bytes.len() as u64,
-                limit,
-                what: "a snapshot",
-                flag: "--max-pickle-bytes",
-            });
-        }
-        if let Some(b) = &bar {
-            b.set_position(bytes.len() as u64);
-        }
+    // The pickle reader pulls the file (or the gzip decoder) through a bounded buffer and
+    // counts decompressed bytes against `--max-pickle-bytes` as they arrive: a small gzip
+    // that expands to gigabytes (a PROTO header, then 4 GB of zeros) stops at its first
+    // byte that is not a pickle, having buffered one chunk.
+    READING_AT.store(0, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut g) = READING_NAME.lock() {
+        *g = Some(name.clone());
     }
-    if let Some(b) = &bar {
-        b.set_message(format!("analysing {name}"));
-    }
-    let analysis = crate::ingest::snapshot::read_snapshot(&bytes, &name, &opts.pickle_limits)
-        .map_err(|e| InputError::Snapshot(Box::new(e)));
+    let _reading = ReadingGuard;
+    let mut counted = CountingReader {
+        inner: &mut reader,
+        n: 0,
+        bar: bar.as_ref(),
+    };
+    let analysis =
+        crate::ingest::snapshot::read_snapshot_from(&mut counted, &name, &opts.pickle_limits);
+    let bytes_read = counted.n;
+    let analysis = analysis.map_err(|e| match e {
+        // More decompressed bytes than the limit: say which flag raises it.
+        crate::ingest::snapshot::SnapshotError::Pickle {
+            source:
+                crate::ingest::snapshot::pickle::PickleError::LimitExceeded {
+                    what: "the input size",
+                    ..
+                },
+            ..
+        } => InputError::TooLarge {
+            input: name.to_string(),
+            size: bytes_read,
+            limit,
+            what: "a snapshot",
+            flag: "--max-pickle-bytes",
+        },
+        e => InputError::Snapshot(Box::new(e)),
+    });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -693,7 +710,7 @@ fn snapshot_input(
     let mut out = InputOutcome::new(InputReport {
         name: name.to_string(),
         kind: "snapshot",
-        bytes: bytes.len() as u64,
+        bytes: bytes_read,
         lines: None,
         compressed: opened.compressed,
         incidents: usize::from(analysis.oom_device().is_some()),

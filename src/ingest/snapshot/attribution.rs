@@ -70,6 +70,9 @@ impl Category {
     /// The category a profiler-made snapshot names on its trace entries
     /// (`_memory_viz.profile_plot`), if it maps to one of ours.
     pub fn from_profiler_category(s: &str) -> Option<Category> {
+        if s.len() > 32 {
+            return None;
+        }
         Some(match s.to_ascii_lowercase().as_str() {
             "parameter" => Category::Weights,
             "optimizer_state" => Category::Optimizer,
@@ -264,9 +267,9 @@ pub fn is_internal_python(f: &Frame) -> bool {
 /// An allocation site: the first Python frame outside torch and the standard library.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Site {
-    pub file: String,
+    pub file: std::sync::Arc<str>,
     pub line: i64,
-    pub function: String,
+    pub function: std::sync::Arc<str>,
     /// `models.py:181 update_nodes`: the file's base name, for people.
     pub label: String,
 }
@@ -279,13 +282,32 @@ impl Site {
         } else {
             cpp_label(&f.name)
         };
+        // The file and function are shared with the frame table; the label is bounded, so
+        // a file of many sites that all name one enormous file costs no more per site than
+        // a real one.
         Site {
-            file: f.filename.to_string(),
+            file: f.filename.clone(),
             line: f.line,
-            function: f.name.to_string(),
-            label,
+            function: f.name.clone(),
+            label: bounded_label(label),
         }
     }
+}
+
+/// Longest site label kept, in bytes; real ones are under a hundred.
+const MAX_LABEL_BYTES: usize = 512;
+
+fn bounded_label(mut label: String) -> String {
+    if label.len() > MAX_LABEL_BYTES {
+        let mut end = MAX_LABEL_BYTES;
+        while !label.is_char_boundary(end) {
+            end -= 1;
+        }
+        label.truncate(end);
+        label.push('…');
+        label.shrink_to_fit();
+    }
+    label
 }
 
 /// A C++ symbol without its argument list: `at::_ops::bmm::call(at::Tensor const&, ...)`

@@ -56,12 +56,14 @@ pub enum SnapshotError {
     NotASnapshot { input: String, found: String },
     /// More bytes follow the pickle's `STOP`: two pickles in one file, or data appended.
     #[error(
-        "{input}: {extra} bytes follow the end of the pickle (its STOP is at byte {offset}); a memory snapshot is one pickle and nothing after it"
+        "{input}: {extra}{} bytes follow the end of the pickle (its STOP is at byte {offset}); a memory snapshot is one pickle and nothing after it", if *.at_least { " or more" } else { "" }
     )]
     Trailing {
         input: String,
         offset: u64,
         extra: u64,
+        /// The input is a stream that was not read to its end: `extra` is a lower bound.
+        at_least: bool,
     },
     /// Walking shared structures would visit far more elements than the file can hold.
     #[error(
@@ -155,7 +157,7 @@ pub struct FrameSummary {
     pub distinct_frame_lists: u64,
 }
 
-/// Reads and analyses a snapshot.
+/// Reads and analyses a snapshot held in memory.
 ///
 /// `input` names the file in errors and in fact provenance. `limits` bound the pickle
 /// reader and the decoder's walk (see [`PickleLimits`]).
@@ -164,10 +166,31 @@ pub fn read_snapshot(
     input: &InputName,
     limits: &PickleLimits,
 ) -> Result<SnapshotAnalysis, SnapshotError> {
+    let pickle = Pickle::parse(bytes, limits);
+    decode_and_analyze(pickle, input, limits)
+}
+
+/// Reads and analyses a snapshot from a stream (a file, a gzip decoder), which is never
+/// held whole: the pickle reader pulls it through a bounded buffer (see
+/// [`Pickle::from_reader`]), so memory is the parsed arena, not the file plus the arena.
+pub fn read_snapshot_from<R: std::io::Read>(
+    reader: R,
+    input: &InputName,
+    limits: &PickleLimits,
+) -> Result<SnapshotAnalysis, SnapshotError> {
+    let pickle = Pickle::from_reader(reader, limits);
+    decode_and_analyze(pickle, input, limits)
+}
+
+fn decode_and_analyze(
+    pickle: Result<Pickle<'_>, PickleError>,
+    input: &InputName,
+    limits: &PickleLimits,
+) -> Result<SnapshotAnalysis, SnapshotError> {
     // The arena is dropped as soon as the typed snapshot exists: it is the largest thing
     // held, and nothing after decoding needs it.
     let snap = {
-        let pickle = Pickle::parse(bytes, limits).map_err(|source| SnapshotError::Pickle {
+        let pickle = pickle.map_err(|source| SnapshotError::Pickle {
             input: input.to_string(),
             source,
         })?;
@@ -196,6 +219,7 @@ pub fn check_whole(pickle: &Pickle<'_>, input: &InputName) -> Result<(), Snapsho
             input: input.to_string(),
             offset: pickle.end().saturating_sub(1) as u64,
             extra: (pickle.input_len() - pickle.end()) as u64,
+            at_least: pickle.input_len_is_lower_bound(),
         });
     }
     if pickle.leftover() > 0 {
@@ -232,11 +256,16 @@ pub fn analyze_snapshot(snap: &Snapshot, input: &InputName) -> SnapshotAnalysis 
                 .fold(0u64, |acc, s| acc.saturating_add(s.allocated_size)),
             trace_entries: snap.host_traces.iter().map(|t| t.len() as u64).sum(),
         });
+    // Names are shared (one `Arc` per distinct string), so identical names are found by
+    // pointer before any text is compared: a million annotations that all carry one huge
+    // name cost a million pointer comparisons, not a million string comparisons.
+    let mut seen = std::collections::HashSet::new();
     let mut steps: Vec<&str> = snap
         .annotations
         .iter()
         .filter(|a| a.name.starts_with("ProfilerStep#"))
-        .map(|a| a.name.as_str())
+        .filter(|a| seen.insert(std::sync::Arc::as_ptr(&a.name) as *const u8 as usize))
+        .map(|a| &*a.name)
         .collect();
     steps.sort_unstable();
     steps.dedup();

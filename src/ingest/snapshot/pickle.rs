@@ -20,8 +20,12 @@
 //!   into it; Python writes each container's elements in one `APPENDS`/`SETITEMS` batch of
 //!   up to 1,000 items, so nearly every container is a single chunk, and appends that land
 //!   right after the container's last chunk extend it in place.
-//! - Strings are zero-copy spans into the input when the input holds them verbatim (all
-//!   binary protocols); text-protocol strings are decoded into an owned buffer.
+//! - The input is a stream ([`Pickle::from_reader`]: a file, a gzip decoder) read through a
+//!   bounded buffer, or a slice ([`Pickle::parse`]) read the same way. Each opcode's length
+//!   is checked against the limits before its payload is buffered, and the bytes read are
+//!   counted against [`PickleLimits::max_input_bytes`] as they arrive.
+//! - Strings are interned into one `String` arena (snapshots repeat the same file and
+//!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
 //!   stack. Nothing recurses, so nesting depth costs memory, never call stack.
 //! - Opcodes that import or call code (`GLOBAL`, `REDUCE`, `BUILD`, ...) are refused with an
@@ -161,6 +165,13 @@ pub enum PickleError {
         what: &'static str,
         limit: u64,
     },
+
+    #[error("byte {offset}: reading the input failed: {message}")]
+    #[diagnostic(
+        code(oomdoctor::pickle::read),
+        help("the file could not be read to its end; check the disk or the pipe it comes from.")
+    )]
+    Read { offset: u64, message: String },
 }
 
 impl PickleError {
@@ -172,7 +183,8 @@ impl PickleError {
             | PickleError::UnknownOpcode { offset, .. }
             | PickleError::UnsupportedProtocol { offset, .. }
             | PickleError::Malformed { offset, .. }
-            | PickleError::LimitExceeded { offset, .. } => *offset,
+            | PickleError::LimitExceeded { offset, .. }
+            | PickleError::Read { offset, .. } => *offset,
         }
     }
 }
@@ -319,12 +331,11 @@ impl Value<'_> {
     }
 }
 
+/// A string or bytes value: a span of [`Pickle`]'s byte arena.
 #[derive(Clone, Copy, Debug)]
 struct Blob {
     start: usize,
     len: usize,
-    /// In `Pickle::owned` rather than the input.
-    owned: bool,
 }
 
 const NO_CHUNK: u32 = u32::MAX;
@@ -345,13 +356,18 @@ struct Chunk {
     next: u32,
 }
 
-/// A parsed pickle: the arenas and the root value. Borrows the input for zero-copy strings.
+/// A parsed pickle: the arenas and the root value. It owns everything it holds (strings
+/// are copied, interned, into one byte arena), so the input need not outlive it; the
+/// lifetime parameter is kept so that existing signatures (`Pickle<'_>`) stay valid.
 pub struct Pickle<'a> {
-    input: &'a [u8],
     protocol: Option<u8>,
     root: Handle,
     blobs: Vec<Blob>,
-    owned: Vec<u8>,
+    /// The text of every string, each distinct string once (a `String`, so reading one
+    /// back is a slice, not a UTF-8 validation of its whole length).
+    text: String,
+    /// The bytes of every bytes value.
+    data: Vec<u8>,
     /// `i64`s too wide to be inline (addresses, timestamps, large sizes).
     ints: Vec<i64>,
     /// Integers wider than 64 bits.
@@ -364,6 +380,12 @@ pub struct Pickle<'a> {
     end: usize,
     /// Values and MARKs still on the unpickler stack after `STOP` popped the root.
     leftover: usize,
+    /// Length of the input: `end` plus the bytes seen after `STOP`.
+    input_len: usize,
+    /// The input may hold more than `input_len` bytes (a stream whose tail after `STOP`
+    /// was not read to its end).
+    input_len_lower_bound: bool,
+    _input: std::marker::PhantomData<&'a [u8]>,
 }
 
 impl fmt::Debug for Pickle<'_> {
@@ -378,7 +400,8 @@ impl fmt::Debug for Pickle<'_> {
 }
 
 impl<'a> Pickle<'a> {
-    /// Reads a whole pickle. Stops at `STOP`; bytes after it are ignored, as Python does.
+    /// Reads a whole pickle held in memory. Stops at `STOP`; bytes after it are ignored, as
+    /// Python does (see [`Pickle::end`] and [`Pickle::input_len`]).
     pub fn parse(input: &'a [u8], limits: &PickleLimits) -> Result<Pickle<'a>, PickleError> {
         if input.len() as u64 > limits.max_input_bytes {
             return Err(PickleError::LimitExceeded {
@@ -387,21 +410,59 @@ impl<'a> Pickle<'a> {
                 limit: limits.max_input_bytes,
             });
         }
-        let mut vm = Machine::new(input, limits);
-        // Snapshots hold about one element handle per 6 input bytes and one memoised
-        // object per 70: reserving that much up front saves the copies of repeated
-        // doubling. Reserved but untouched memory costs address space, not RAM.
-        vm.pickle.items.reserve(input.len() / 6);
-        vm.memo.reserve(input.len() / 70);
-        vm.pickle.containers.reserve(input.len() / 100);
-        vm.pickle.chunks.reserve(input.len() / 100);
+        let mut reader = input;
+        let mut pickle = Pickle::run_machine(&mut reader, limits, Some(input.len()))?;
+        pickle.input_len = input.len();
+        pickle.input_len_lower_bound = false;
+        Ok(pickle)
+    }
+
+    /// Reads a pickle from a stream (a file, a gzip decoder) through a bounded buffer: the
+    /// input is never held whole. Every opcode's length is checked against `limits` before
+    /// its payload is buffered, and the bytes read are counted against
+    /// [`PickleLimits::max_input_bytes`] as they arrive, so a decompression bomb stops at
+    /// the limit (or, far sooner, at its first byte that is not a pickle).
+    ///
+    /// After `STOP`, at most [`TRAILING_PEEK_BYTES`] more are read to count what follows
+    /// the pickle ([`Pickle::input_len`]; [`Pickle::input_len_is_lower_bound`] says
+    /// whether there may be more).
+    pub fn from_reader<R: std::io::Read>(
+        mut reader: R,
+        limits: &PickleLimits,
+    ) -> Result<Pickle<'static>, PickleError> {
+        Pickle::run_machine(&mut reader, limits, None)
+    }
+
+    fn run_machine<'x>(
+        reader: &mut dyn std::io::Read,
+        limits: &PickleLimits,
+        size_hint: Option<usize>,
+    ) -> Result<Pickle<'x>, PickleError> {
+        let mut vm = Machine::new(reader, limits);
+        if let Some(n) = size_hint {
+            // Snapshots hold about one element handle per 6 input bytes and one memoised
+            // object per 70: reserving that much up front saves the copies of repeated
+            // doubling. Reserved but untouched memory costs address space, not RAM.
+            vm.pickle.items.reserve(n / 6);
+            vm.memo.reserve(n / 70);
+            vm.pickle.containers.reserve(n / 100);
+            vm.pickle.chunks.reserve(n / 100);
+        }
         let root = vm.run()?;
-        let (end, leftover) = (vm.pos, vm.stack.len() + vm.marks.len());
+        let end = vm.src.offset();
+        let leftover = vm.stack.len() + vm.marks.len();
+        let (trailing, more) = vm.src.count_rest(TRAILING_PEEK_BYTES);
         let Machine { pickle, .. } = vm;
         let mut pickle = pickle;
         pickle.root = root;
-        pickle.end = end;
+        pickle.end = end as usize;
         pickle.leftover = leftover;
+        pickle.input_len = (end + trailing) as usize;
+        pickle.input_len_lower_bound = more;
+        // The arenas grew by doubling; give back what was reserved and never used.
+        pickle.items.shrink_to_fit();
+        pickle.text.shrink_to_fit();
+        pickle.data.shrink_to_fit();
         Ok(pickle)
     }
 
@@ -427,9 +488,16 @@ impl<'a> Pickle<'a> {
         self.leftover
     }
 
-    /// Length of the input this pickle was read from.
+    /// Length of the input this pickle was read from (for a stream: through `STOP`, plus
+    /// the bytes after it that were read, see [`Pickle::input_len_is_lower_bound`]).
     pub fn input_len(&self) -> usize {
-        self.input.len()
+        self.input_len
+    }
+
+    /// The input may be longer than [`Pickle::input_len`]: it was a stream, and more than
+    /// [`TRAILING_PEEK_BYTES`] followed `STOP`, which were not read.
+    pub fn input_len_is_lower_bound(&self) -> bool {
+        self.input_len_lower_bound
     }
 
     /// Strings, bytes, containers and wide numbers created.
@@ -474,18 +542,23 @@ impl<'a> Pickle<'a> {
 
     fn blob_bytes(&self, i: usize) -> &[u8] {
         match self.blobs.get(i) {
-            Some(b) => {
-                let src = if b.owned { &self.owned[..] } else { self.input };
-                src.get(b.start..b.start.saturating_add(b.len))
-                    .unwrap_or(&[])
-            }
+            Some(b) => self
+                .data
+                .get(b.start..b.start.saturating_add(b.len))
+                .unwrap_or(&[]),
             None => &[],
         }
     }
 
     fn blob_str(&self, i: usize) -> &str {
-        // Every Str blob was validated (or decoded to UTF-8) when it was created.
-        std::str::from_utf8(self.blob_bytes(i)).unwrap_or("")
+        // Str blobs live in `text`, validated (or decoded to UTF-8) when they were created.
+        match self.blobs.get(i) {
+            Some(b) => self
+                .text
+                .get(b.start..b.start.saturating_add(b.len))
+                .unwrap_or(""),
+            None => "",
+        }
     }
 
     /// The string a handle holds, if it is a `str`.
@@ -493,8 +566,9 @@ impl<'a> Pickle<'a> {
         (h.tag() == TAG_STR).then(|| self.blob_str(h.index()))
     }
 
-    /// Index of the string a handle holds (dense, below [`Pickle::blob_count`]): two handles
-    /// with the same index are the same memoised string object.
+    /// Index of the string a handle holds (dense, below [`Pickle::blob_count`]): strings are
+    /// interned, so two handles with the same index hold equal strings (and the same
+    /// memoised object always has one index).
     pub fn str_index(&self, h: Handle) -> Option<usize> {
         (h.tag() == TAG_STR).then(|| h.index())
     }
@@ -738,13 +812,160 @@ fn opcode_name(op: u8) -> &'static str {
     }
 }
 
-/// The unpickling virtual machine. Owns the arenas while they are built.
-struct Machine<'a, 'l> {
-    pickle: Pickle<'a>,
-    limits: &'l PickleLimits,
+/// How many bytes after `STOP` a stream is read to count them ([`Pickle::input_len`]).
+pub const TRAILING_PEEK_BYTES: u64 = 1 << 20;
+
+/// Bytes asked of the reader at a time (more only for one longer value).
+const READ_CHUNK: usize = 256 << 10;
+
+/// Why the source could not supply bytes.
+enum SourceError {
+    /// The input ended.
+    Eof,
+    /// More than `max_input_bytes` arrived.
+    TooLong,
+    /// The reader failed.
+    Io(String),
+}
+
+/// The input as a stream through a bounded buffer: `buf[pos..filled]` are read but not
+/// yet consumed, `base` is the input offset of `buf[0]`. The buffer holds one chunk, or one
+/// value's payload when that is longer (bounded by the string limit, checked first).
+struct Source<'r> {
+    reader: &'r mut dyn std::io::Read,
+    buf: Vec<u8>,
     pos: usize,
+    filled: usize,
+    base: u64,
+    eof: bool,
+    max_input: u64,
+}
+
+impl Source<'_> {
+    /// Input offset of the next unread byte.
+    #[inline]
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Input bytes read so far (where a truncated input ended).
+    fn read_so_far(&self) -> u64 {
+        self.base + self.filled as u64
+    }
+
+    #[inline]
+    fn available(&self) -> usize {
+        self.filled - self.pos
+    }
+
+    /// Makes at least `need` unread bytes available.
+    fn fill(&mut self, need: usize) -> Result<(), SourceError> {
+        if self.available() >= need {
+            return Ok(());
+        }
+        // Move the unread tail to the front, then grow (or shrink back) the buffer.
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            self.base += self.pos as u64;
+            self.filled -= self.pos;
+            self.pos = 0;
+        }
+        let want = need.max(READ_CHUNK);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
+        } else if self.buf.len() > 4 * want && self.filled <= want {
+            // A long value passed; do not keep its buffer.
+            self.buf.truncate(want);
+            self.buf.shrink_to_fit();
+        }
+        while self.filled < need {
+            if self.eof {
+                return Err(SourceError::Eof);
+            }
+            // One byte more than the limit allows tells "at the limit" from "past it".
+            let allowed = self
+                .max_input
+                .saturating_add(1)
+                .saturating_sub(self.read_so_far());
+            let end = self.buf.len().min(
+                self.filled
+                    .saturating_add(usize::try_from(allowed).unwrap_or(usize::MAX)),
+            );
+            if end <= self.filled {
+                return Err(SourceError::TooLong);
+            }
+            match self.reader.read(&mut self.buf[self.filled..end]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => {
+                    self.filled += n.min(end - self.filled);
+                    if self.read_so_far() > self.max_input {
+                        return Err(SourceError::TooLong);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SourceError::Io(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Consumes `n` bytes, returning where they are in `buf` (valid until the next fill).
+    #[inline]
+    fn take(&mut self, n: usize) -> Result<std::ops::Range<usize>, SourceError> {
+        if self.available() < n {
+            self.fill(n)?;
+        }
+        let start = self.pos;
+        self.pos += n;
+        Ok(start..start + n)
+    }
+
+    /// Consumes a line (up to `max` bytes, newline excluded); returns its range in `buf`.
+    /// `Ok(None)`: the line is longer than `max`.
+    fn line(&mut self, max: u64) -> Result<Option<std::ops::Range<usize>>, SourceError> {
+        let mut searched = 0;
+        loop {
+            if let Some(nl) = memchr::memchr(b'\n', &self.buf[self.pos + searched..self.filled]) {
+                let len = searched + nl;
+                if len as u64 > max {
+                    return Ok(None);
+                }
+                let start = self.pos;
+                self.pos += len + 1;
+                return Ok(Some(start..start + len));
+            }
+            searched = self.available();
+            if searched as u64 > max {
+                return Ok(None);
+            }
+            self.fill(searched + 1)?;
+        }
+    }
+
+    /// Counts the bytes that remain, reading at most `cap` more; `true` if there may be more.
+    fn count_rest(&mut self, cap: u64) -> (u64, bool) {
+        let mut n = self.available() as u64;
+        self.pos = self.filled;
+        let mut scratch = [0u8; 8192];
+        while n < cap && !self.eof {
+            match self.reader.read(&mut scratch) {
+                Ok(0) => self.eof = true,
+                Ok(k) => n += k as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => self.eof = true,
+            }
+        }
+        (n, !self.eof)
+    }
+}
+
+/// The unpickling virtual machine. Owns the arenas while they are built.
+struct Machine<'r, 'l> {
+    pickle: Pickle<'static>,
+    limits: &'l PickleLimits,
+    src: Source<'r>,
     /// Offset of the opcode being executed, for messages.
-    op_at: usize,
+    op_at: u64,
     stack: Vec<Handle>,
     marks: Vec<usize>,
     /// Dense memo: index i is `memo[i]`. PyTorch's (and Python's) pickler numbers memo
@@ -752,17 +973,62 @@ struct Machine<'a, 'l> {
     memo: Vec<Handle>,
     /// Memo entries written out of order (only hand-made pickles do this).
     sparse_memo: HashMap<u64, Handle>,
+    /// String interner: content hash → the newest blob with that hash; `str_next` chains
+    /// earlier blobs with the same hash (indexed by blob, `NO_BLOB` ends a chain).
+    str_by_hash: HashMap<u64, u32, std::hash::BuildHasherDefault<IdHasher>>,
+    str_next: Vec<u32>,
 }
 
-impl<'a, 'l> Machine<'a, 'l> {
-    fn new(input: &'a [u8], limits: &'l PickleLimits) -> Self {
+const NO_BLOB: u32 = u32::MAX;
+
+/// A hasher for keys that are already hashes.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A fast content hash of a string (multiply-rotate per 8-byte word, as `fxhash`).
+#[inline]
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(SEED);
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(SEED);
+    }
+    // Spread the high bits down: the map uses the low bits.
+    h ^ (h >> 29)
+}
+
+impl<'r, 'l> Machine<'r, 'l> {
+    fn new(reader: &'r mut dyn std::io::Read, limits: &'l PickleLimits) -> Self {
         Machine {
             pickle: Pickle {
-                input,
                 protocol: None,
                 root: Handle::NONE,
                 blobs: Vec::new(),
-                owned: Vec::new(),
+                text: String::new(),
+                data: Vec::new(),
                 ints: Vec::new(),
                 bigs: Vec::new(),
                 floats: Vec::new(),
@@ -771,14 +1037,27 @@ impl<'a, 'l> Machine<'a, 'l> {
                 items: Vec::new(),
                 end: 0,
                 leftover: 0,
+                input_len: 0,
+                input_len_lower_bound: false,
+                _input: std::marker::PhantomData,
             },
             limits,
-            pos: 0,
+            src: Source {
+                reader,
+                buf: Vec::new(),
+                pos: 0,
+                filled: 0,
+                base: 0,
+                eof: false,
+                max_input: limits.max_input_bytes,
+            },
             op_at: 0,
             stack: Vec::new(),
             marks: Vec::new(),
             memo: Vec::new(),
             sparse_memo: HashMap::new(),
+            str_by_hash: HashMap::default(),
+            str_next: Vec::new(),
         }
     }
 
@@ -786,72 +1065,81 @@ impl<'a, 'l> Machine<'a, 'l> {
 
     fn malformed(&self, message: impl Into<String>) -> PickleError {
         PickleError::Malformed {
-            offset: self.op_at as u64,
+            offset: self.op_at,
             message: message.into(),
         }
     }
 
     fn limit(&self, what: &'static str, limit: u64) -> PickleError {
         PickleError::LimitExceeded {
-            offset: self.op_at as u64,
+            offset: self.op_at,
             what,
             limit,
         }
     }
 
-    fn truncated(&self, what: &'static str) -> PickleError {
-        PickleError::Truncated {
-            offset: self.pickle.input.len() as u64,
-            what,
+    /// The error for a source that could not supply what `what` needed.
+    #[cold]
+    fn source_error(&self, e: SourceError, what: &'static str) -> PickleError {
+        match e {
+            SourceError::Eof => PickleError::Truncated {
+                offset: self.src.read_so_far(),
+                what,
+            },
+            SourceError::TooLong => PickleError::LimitExceeded {
+                offset: self.src.read_so_far().min(self.limits.max_input_bytes),
+                what: "the input size",
+                limit: self.limits.max_input_bytes,
+            },
+            SourceError::Io(message) => PickleError::Read {
+                offset: self.src.read_so_far(),
+                message,
+            },
         }
     }
 
     // ---- reading the input ---------------------------------------------------------------
 
+    /// Consumes `n` bytes; their range in `self.src.buf`.
     #[inline]
-    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], PickleError> {
-        let input = self.pickle.input;
-        let end = self
-            .pos
-            .checked_add(n)
-            .ok_or_else(|| self.truncated(what))?;
-        let bytes = input
-            .get(self.pos..end)
-            .ok_or_else(|| self.truncated(what))?;
-        self.pos = end;
-        Ok(bytes)
+    fn take(
+        &mut self,
+        n: usize,
+        what: &'static str,
+    ) -> Result<std::ops::Range<usize>, PickleError> {
+        match self.src.take(n) {
+            Ok(r) => Ok(r),
+            Err(e) => Err(self.source_error(e, what)),
+        }
     }
 
     #[inline]
     fn take_array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], PickleError> {
-        let bytes = self.take(N, what)?;
+        let r = self.take(N, what)?;
         let mut out = [0u8; N];
-        out.copy_from_slice(bytes);
+        out.copy_from_slice(&self.src.buf[r]);
         Ok(out)
     }
 
     #[inline]
     fn u8(&mut self, what: &'static str) -> Result<u8, PickleError> {
-        let b = *self
-            .pickle
-            .input
-            .get(self.pos)
-            .ok_or_else(|| self.truncated(what))?;
-        self.pos += 1;
-        Ok(b)
+        if self.src.pos < self.src.filled {
+            let b = self.src.buf[self.src.pos];
+            self.src.pos += 1;
+            return Ok(b);
+        }
+        let r = self.take(1, what)?;
+        Ok(self.src.buf[r.start])
     }
 
-    /// A text-protocol argument: the bytes up to the next newline (newline consumed).
-    fn line(&mut self, what: &'static str) -> Result<&'a [u8], PickleError> {
-        let input = self.pickle.input;
-        let rest = input.get(self.pos..).unwrap_or(&[]);
-        let nl = memchr::memchr(b'\n', rest).ok_or_else(|| self.truncated(what))?;
-        if nl as u64 > self.limits.max_string_bytes {
-            return Err(self.limit("a text argument's length", self.limits.max_string_bytes));
+    /// A text-protocol argument: the bytes up to the next newline (newline consumed),
+    /// copied out of the buffer.
+    fn line(&mut self, what: &'static str) -> Result<Vec<u8>, PickleError> {
+        match self.src.line(self.limits.max_string_bytes) {
+            Ok(Some(r)) => Ok(self.src.buf[r].to_vec()),
+            Ok(None) => Err(self.limit("a text argument's length", self.limits.max_string_bytes)),
+            Err(e) => Err(self.source_error(e, what)),
         }
-        let line = &rest[..nl];
-        self.pos += nl + 1;
-        Ok(line)
     }
 
     /// A length prefix, checked against the string limit before anything is read.
@@ -1029,79 +1317,63 @@ impl<'a, 'l> Machine<'a, 'l> {
         self.push(h)
     }
 
-    fn new_blob(&mut self, tag: u32, blob: Blob) -> Result<Handle, PickleError> {
+    /// A string from `src.buf[r]` (UTF-8, or repaired), interned.
+    fn str_at(&mut self, r: std::ops::Range<usize>) -> Result<Handle, PickleError> {
         self.check_objects()?;
-        let idx = self.pickle.blobs.len();
-        self.pickle.blobs.push(blob);
-        Ok(Handle::new(tag, idx as u64))
+        let bytes = &self.src.buf[r];
+        let idx = match std::str::from_utf8(bytes) {
+            Ok(text) => intern(
+                &mut self.pickle,
+                &mut self.str_by_hash,
+                &mut self.str_next,
+                text,
+            ),
+            Err(_) => {
+                // Python writes lone surrogates with 'surrogatepass'; they are not UTF-8.
+                let repaired = String::from_utf8_lossy(bytes).into_owned();
+                intern(
+                    &mut self.pickle,
+                    &mut self.str_by_hash,
+                    &mut self.str_next,
+                    &repaired,
+                )
+            }
+        };
+        Ok(Handle::new(TAG_STR, idx as u64))
     }
 
-    /// A string held verbatim in the input at `start..start+len` (UTF-8, or repaired).
-    fn str_in_input(&mut self, start: usize, len: usize) -> Result<Handle, PickleError> {
-        let bytes = self.pickle.input.get(start..start + len).unwrap_or(&[]);
-        if std::str::from_utf8(bytes).is_ok() {
-            self.new_blob(
-                TAG_STR,
-                Blob {
-                    start,
-                    len,
-                    owned: false,
-                },
-            )
-        } else {
-            // Python writes lone surrogates with 'surrogatepass'; they are not valid UTF-8.
-            let repaired = String::from_utf8_lossy(bytes).into_owned();
-            self.owned_str(&repaired)
-        }
-    }
-
+    /// A decoded text-protocol string, interned.
     fn owned_str(&mut self, s: &str) -> Result<Handle, PickleError> {
-        let start = self.pickle.owned.len();
-        self.pickle.owned.extend_from_slice(s.as_bytes());
-        self.new_blob(
-            TAG_STR,
-            Blob {
-                start,
-                len: s.len(),
-                owned: true,
-            },
-        )
+        self.check_objects()?;
+        let idx = intern(
+            &mut self.pickle,
+            &mut self.str_by_hash,
+            &mut self.str_next,
+            s,
+        );
+        Ok(Handle::new(TAG_STR, idx as u64))
     }
 
+    /// A bytes value (copied, not interned: snapshots hold none).
     fn owned_bytes(&mut self, b: &[u8]) -> Result<Handle, PickleError> {
-        let start = self.pickle.owned.len();
-        self.pickle.owned.extend_from_slice(b);
-        self.new_blob(
-            TAG_BYTES,
-            Blob {
-                start,
-                len: b.len(),
-                owned: true,
-            },
-        )
+        self.check_objects()?;
+        let idx = push_blob(&mut self.pickle, &mut self.str_next, b);
+        Ok(Handle::new(TAG_BYTES, idx as u64))
+    }
+
+    /// A bytes value from `src.buf[r]`.
+    fn bytes_at(&mut self, r: std::ops::Range<usize>) -> Result<Handle, PickleError> {
+        self.check_objects()?;
+        let idx = push_blob(&mut self.pickle, &mut self.str_next, &self.src.buf[r]);
+        Ok(Handle::new(TAG_BYTES, idx as u64))
     }
 
     /// Python-2 `str` bytes: a `Str` when they are UTF-8, `Bytes` otherwise.
-    fn py2_string(&mut self, start: usize, len: usize) -> Result<Handle, PickleError> {
-        let bytes = self.pickle.input.get(start..start + len).unwrap_or(&[]);
-        if std::str::from_utf8(bytes).is_ok() {
-            self.new_blob(
-                TAG_STR,
-                Blob {
-                    start,
-                    len,
-                    owned: false,
-                },
-            )
+    fn py2_string(&mut self, r: std::ops::Range<usize>) -> Result<Handle, PickleError> {
+        if std::str::from_utf8(&self.src.buf[r.clone()]).is_ok() {
+            self.str_at(r)
         } else {
-            self.new_blob(
-                TAG_BYTES,
-                Blob {
-                    start,
-                    len,
-                    owned: false,
-                },
-            )
+            self.bytes_at(r)
         }
     }
 
@@ -1193,7 +1465,7 @@ impl<'a, 'l> Machine<'a, 'l> {
 
     fn run(&mut self) -> Result<Handle, PickleError> {
         loop {
-            self.op_at = self.pos;
+            self.op_at = self.src.offset();
             let op = self.u8("an opcode")?;
             match op {
                 // -- framing and control --
@@ -1201,15 +1473,15 @@ impl<'a, 'l> Machine<'a, 'l> {
                     let v = self.u8("the PROTO version")?;
                     if v > 5 {
                         return Err(PickleError::UnsupportedProtocol {
-                            offset: self.op_at as u64,
+                            offset: self.op_at,
                             version: v,
                         });
                     }
                     self.pickle.protocol = Some(v);
                 }
                 0x95 => {
-                    // FRAME: an 8-byte length that only helps buffered readers; we hold the
-                    // whole input, so the frame boundaries carry no information for us.
+                    // FRAME: an 8-byte length that only helps readers that load a frame at
+                    // a time; our buffer refills by itself, so the boundaries carry nothing.
                     self.take(8, "a FRAME length")?;
                 }
                 b'.' => {
@@ -1247,7 +1519,7 @@ impl<'a, 'l> Machine<'a, 'l> {
 
                 // -- memo --
                 b'p' => {
-                    let line = self.line("a PUT index")?;
+                    let line = &self.line("a PUT index")?[..];
                     let idx = self.decimal_index(line, "PUT")?;
                     let h = self.top("PUT")?;
                     self.memo_put(idx, h)?;
@@ -1268,7 +1540,7 @@ impl<'a, 'l> Machine<'a, 'l> {
                     self.memo_put(idx, h)?;
                 }
                 b'g' => {
-                    let line = self.line("a GET index")?;
+                    let line = &self.line("a GET index")?[..];
                     let idx = self.decimal_index(line, "GET")?;
                     let h = self.memo_get(idx)?;
                     self.push(h)?;
@@ -1303,8 +1575,8 @@ impl<'a, 'l> Machine<'a, 'l> {
                 }
                 0x8a => {
                     let n = self.u8("a LONG1 length")? as usize;
-                    let bytes = self.take(n, "LONG1 digits")?;
-                    let h = self.big(twos_complement_le(bytes))?;
+                    let r = self.take(n, "LONG1 digits")?;
+                    let h = self.big(twos_complement_le(&self.src.buf[r]))?;
                     self.push(h)?;
                 }
                 0x8b => {
@@ -1313,12 +1585,12 @@ impl<'a, 'l> Machine<'a, 'l> {
                         return Err(self.malformed(format!("LONG4 has a negative length ({n})")));
                     }
                     let n = self.length(n as u64)?;
-                    let bytes = self.take(n, "LONG4 digits")?;
-                    let h = self.big(twos_complement_le(bytes))?;
+                    let r = self.take(n, "LONG4 digits")?;
+                    let h = self.big(twos_complement_le(&self.src.buf[r]))?;
                     self.push(h)?;
                 }
                 b'I' => {
-                    let line = self.line("an INT value")?;
+                    let line = &self.line("an INT value")?[..];
                     let h = match line {
                         // Protocol 0 writes True and False as INT 01 / 00.
                         b"01" => Handle::new(TAG_BOOL, 1),
@@ -1334,7 +1606,7 @@ impl<'a, 'l> Machine<'a, 'l> {
                     self.push(h)?;
                 }
                 b'L' => {
-                    let line = self.line("a LONG value")?;
+                    let line = &self.line("a LONG value")?[..];
                     let t = self.text(line, "LONG")?.trim();
                     let t = t.strip_suffix('L').unwrap_or(t);
                     let b = parse_decimal(t).ok_or_else(|| {
@@ -1349,7 +1621,7 @@ impl<'a, 'l> Machine<'a, 'l> {
                     self.push(h)?;
                 }
                 b'F' => {
-                    let line = self.line("a FLOAT value")?;
+                    let line = &self.line("a FLOAT value")?[..];
                     let t = self.text(line, "FLOAT")?.trim();
                     let v: f64 = t.parse().map_err(|_| {
                         self.malformed(format!("FLOAT argument {t:?} is not a number"))
@@ -1361,38 +1633,34 @@ impl<'a, 'l> Machine<'a, 'l> {
                 // -- strings and bytes --
                 0x8c => {
                     let n = self.u8("a SHORT_BINUNICODE length")? as usize;
-                    let start = self.pos;
-                    self.take(n, "SHORT_BINUNICODE text")?;
-                    let h = self.str_in_input(start, n)?;
+                    let r = self.take(n, "SHORT_BINUNICODE text")?;
+                    let h = self.str_at(r)?;
                     self.push(h)?;
                 }
                 b'X' => {
                     let n = u32::from_le_bytes(self.take_array("a BINUNICODE length")?);
                     let n = self.length(n as u64)?;
-                    let start = self.pos;
-                    self.take(n, "BINUNICODE text")?;
-                    let h = self.str_in_input(start, n)?;
+                    let r = self.take(n, "BINUNICODE text")?;
+                    let h = self.str_at(r)?;
                     self.push(h)?;
                 }
                 0x8d => {
                     let n = u64::from_le_bytes(self.take_array("a BINUNICODE8 length")?);
                     let n = self.length(n)?;
-                    let start = self.pos;
-                    self.take(n, "BINUNICODE8 text")?;
-                    let h = self.str_in_input(start, n)?;
+                    let r = self.take(n, "BINUNICODE8 text")?;
+                    let h = self.str_at(r)?;
                     self.push(h)?;
                 }
                 b'V' => {
-                    let line = self.line("UNICODE text")?;
+                    let line = &self.line("UNICODE text")?[..];
                     let s = decode_raw_unicode_escape(line);
                     let h = self.owned_str(&s)?;
                     self.push(h)?;
                 }
                 b'U' => {
                     let n = self.u8("a SHORT_BINSTRING length")? as usize;
-                    let start = self.pos;
-                    self.take(n, "SHORT_BINSTRING bytes")?;
-                    let h = self.py2_string(start, n)?;
+                    let r = self.take(n, "SHORT_BINSTRING bytes")?;
+                    let h = self.py2_string(r)?;
                     self.push(h)?;
                 }
                 b'T' => {
@@ -1403,13 +1671,12 @@ impl<'a, 'l> Machine<'a, 'l> {
                         );
                     }
                     let n = self.length(n as u64)?;
-                    let start = self.pos;
-                    self.take(n, "BINSTRING bytes")?;
-                    let h = self.py2_string(start, n)?;
+                    let r = self.take(n, "BINSTRING bytes")?;
+                    let h = self.py2_string(r)?;
                     self.push(h)?;
                 }
                 b'S' => {
-                    let line = self.line("STRING text")?;
+                    let line = &self.line("STRING text")?[..];
                     let bytes = decode_python_string_literal(line)
                         .ok_or_else(|| self.malformed("STRING argument is not a quoted string"))?;
                     let h = match String::from_utf8(bytes) {
@@ -1420,31 +1687,15 @@ impl<'a, 'l> Machine<'a, 'l> {
                 }
                 b'C' => {
                     let n = self.u8("a SHORT_BINBYTES length")? as usize;
-                    let start = self.pos;
-                    self.take(n, "SHORT_BINBYTES bytes")?;
-                    let h = self.new_blob(
-                        TAG_BYTES,
-                        Blob {
-                            start,
-                            len: n,
-                            owned: false,
-                        },
-                    )?;
+                    let r = self.take(n, "SHORT_BINBYTES bytes")?;
+                    let h = self.bytes_at(r)?;
                     self.push(h)?;
                 }
                 b'B' => {
                     let n = u32::from_le_bytes(self.take_array("a BINBYTES length")?);
                     let n = self.length(n as u64)?;
-                    let start = self.pos;
-                    self.take(n, "BINBYTES bytes")?;
-                    let h = self.new_blob(
-                        TAG_BYTES,
-                        Blob {
-                            start,
-                            len: n,
-                            owned: false,
-                        },
-                    )?;
+                    let r = self.take(n, "BINBYTES bytes")?;
+                    let h = self.bytes_at(r)?;
                     self.push(h)?;
                 }
                 0x8e | 0x96 => {
@@ -1455,16 +1706,8 @@ impl<'a, 'l> Machine<'a, 'l> {
                     };
                     let n = u64::from_le_bytes(self.take_array(what)?);
                     let n = self.length(n)?;
-                    let start = self.pos;
-                    self.take(n, "BINBYTES8/BYTEARRAY8 bytes")?;
-                    let h = self.new_blob(
-                        TAG_BYTES,
-                        Blob {
-                            start,
-                            len: n,
-                            owned: false,
-                        },
-                    )?;
+                    let r = self.take(n, "BINBYTES8/BYTEARRAY8 bytes")?;
+                    let h = self.bytes_at(r)?;
                     self.push(h)?;
                 }
 
@@ -1572,10 +1815,10 @@ impl<'a, 'l> Machine<'a, 'l> {
                     // (bounded) only to say what the file wanted to import.
                     let module = self
                         .line("a GLOBAL module name")
-                        .map(|l| String::from_utf8_lossy(l).into_owned());
+                        .map(|l| String::from_utf8_lossy(&l).into_owned());
                     let name = self
                         .line("a GLOBAL attribute name")
-                        .map(|l| String::from_utf8_lossy(l).into_owned());
+                        .map(|l| String::from_utf8_lossy(&l).into_owned());
                     let detail = match (module, name) {
                         (Ok(m), Ok(n)) => format!(
                             "imports `{}.{}`",
@@ -1633,7 +1876,7 @@ impl<'a, 'l> Machine<'a, 'l> {
 
                 _ => {
                     return Err(PickleError::UnknownOpcode {
-                        offset: self.op_at as u64,
+                        offset: self.op_at,
                         opcode: op,
                     });
                 }
@@ -1643,12 +1886,54 @@ impl<'a, 'l> Machine<'a, 'l> {
 
     fn refused(&self, op: u8, detail: String) -> PickleError {
         PickleError::RefusedCode {
-            offset: self.op_at as u64,
+            offset: self.op_at,
             opcode: op,
             name: opcode_name(op),
             detail,
         }
     }
+}
+
+/// Appends a bytes blob (not interned); its index.
+fn push_blob(pickle: &mut Pickle<'_>, str_next: &mut Vec<u32>, bytes: &[u8]) -> u32 {
+    let idx = pickle.blobs.len() as u32;
+    let start = pickle.data.len();
+    pickle.data.extend_from_slice(bytes);
+    pickle.blobs.push(Blob {
+        start,
+        len: bytes.len(),
+    });
+    str_next.push(NO_BLOB);
+    idx
+}
+
+/// The index of the string blob equal to `text`, created if it is new. Snapshots repeat
+/// the same file and function names endlessly; each is stored once.
+fn intern(
+    pickle: &mut Pickle<'_>,
+    by_hash: &mut HashMap<u64, u32, std::hash::BuildHasherDefault<IdHasher>>,
+    str_next: &mut Vec<u32>,
+    text: &str,
+) -> u32 {
+    let hash = hash_bytes(text.as_bytes());
+    let head = by_hash.get(&hash).copied().unwrap_or(NO_BLOB);
+    let mut candidate = head;
+    while candidate != NO_BLOB {
+        if pickle.blob_str(candidate as usize) == text {
+            return candidate;
+        }
+        candidate = str_next.get(candidate as usize).copied().unwrap_or(NO_BLOB);
+    }
+    let idx = pickle.blobs.len() as u32;
+    let start = pickle.text.len();
+    pickle.text.push_str(text);
+    pickle.blobs.push(Blob {
+        start,
+        len: text.len(),
+    });
+    str_next.push(head);
+    by_hash.insert(hash, idx);
+    idx
 }
 
 fn truncate_for_message(s: &str) -> String {

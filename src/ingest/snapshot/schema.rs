@@ -18,6 +18,8 @@
 //! more elements than the file could hold is stopped by the walk budget
 //! ([`PickleLimits::walk_budget`]).
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
 use super::fxhash::{FxHashMap, new_map};
@@ -40,9 +42,9 @@ impl FrameListId {
 /// One stack frame, innermost first in a list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Frame {
-    pub filename: Box<str>,
+    pub filename: Arc<str>,
     pub line: i64,
-    pub name: Box<str>,
+    pub name: Arc<str>,
 }
 
 /// Every distinct frame and frame list of a snapshot.
@@ -220,17 +222,17 @@ pub struct EntryExtra {
     /// Only on `oom`: device-wide free bytes (cudaMemGetInfo).
     pub device_free: Option<u64>,
     /// `compile_context` when not `N/A`.
-    pub compile_context: Option<Box<str>>,
+    pub compile_context: Option<Arc<str>>,
     /// `user_metadata` when not empty.
-    pub user_metadata: Option<Box<str>>,
+    pub user_metadata: Option<Arc<str>>,
     /// 2.11+: the forward-pass stack of a backward allocation, one preformatted line each.
-    pub forward_frames: Option<Vec<Box<str>>>,
+    pub forward_frames: Option<Arc<[Arc<str>]>>,
     /// 2.12+: the event's pool when not the default `(0, 0)`.
     pub pool_id: Option<(i64, i64)>,
     /// 2.15+.
-    pub internal_metadata: Option<Box<str>>,
+    pub internal_metadata: Option<Arc<str>>,
     /// Profiler-made snapshots: the tensor category (`activation`, `parameter`, ...).
-    pub category: Option<Box<str>>,
+    pub category: Option<Arc<str>>,
 }
 
 /// `allocator_settings` (2.3+).
@@ -253,8 +255,8 @@ pub struct AllocatorSettings {
 /// One `external_annotations` record (2.5+), e.g. `ProfilerStep#3` START.
 #[derive(Clone, Debug, Serialize)]
 pub struct Annotation {
-    pub name: String,
-    pub stage: String,
+    pub name: Arc<str>,
+    pub stage: Arc<str>,
     pub device: i64,
     pub time_us: i64,
 }
@@ -550,6 +552,8 @@ pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, De
         budget: limits.walk_budget(pickle.input_len()),
         budget_limit: limits.walk_budget(pickle.input_len()),
         sym_cache: vec![0u8; pickle.blob_count()],
+        shared_strs: vec![None; pickle.blob_count()],
+        shared_lines: new_map(),
         identity: vec![0u32; pickle.container_count()],
         frame_by_content: new_map(),
         list_by_hash: new_map(),
@@ -581,9 +585,17 @@ struct Decoder<'p, 'a> {
     budget_limit: u64,
     /// Blob index → `Sym as u8`, 0 = not looked up yet.
     sym_cache: Vec<u8>,
+    /// Blob index → the string, shared: every entry, frame or annotation that refers to
+    /// one (memoised, or interned) string holds the same `Arc`, so a megabyte string
+    /// referenced a million times is stored once.
+    shared_strs: Vec<Option<Arc<str>>>,
+    /// Container index → a `forward_frames` list already read, shared likewise.
+    shared_lines: FxHashMap<u32, Arc<[Arc<str>]>>,
     /// Container index → interned frame id + 1 (frame dicts) or frame list id + 1 (lists).
     identity: Vec<u32>,
-    frame_by_content: FxHashMap<(&'p str, i64, &'p str), FrameId>,
+    /// Frames by content: strings are interned by the pickle reader, so their indices
+    /// stand for their text and a lookup hashes three numbers, however long the names.
+    frame_by_content: FxHashMap<(u32, i64, u32), FrameId>,
     /// Frame lists by content hash; `list_next` chains lists whose hashes collide.
     list_by_hash: FxHashMap<u64, u32>,
     list_next: Vec<u32>,
@@ -697,8 +709,17 @@ impl<'p, 'a> Decoder<'p, 'a> {
         Some((a, b))
     }
 
-    fn text(&self, h: Handle) -> Option<Box<str>> {
-        self.p.as_str(h).map(Box::from)
+    /// The string a handle holds, shared with every other reference to it.
+    fn text(&mut self, h: Handle) -> Option<Arc<str>> {
+        let i = self.p.str_index(h)?;
+        if let Some(Some(s)) = self.shared_strs.get(i) {
+            return Some(s.clone());
+        }
+        let s: Arc<str> = Arc::from(self.p.as_str(h)?);
+        if let Some(slot) = self.shared_strs.get_mut(i) {
+            *slot = Some(s.clone());
+        }
+        Some(s)
     }
 
     fn top(&mut self, root: Handle) -> Result<(), DecodeError> {
@@ -1051,28 +1072,36 @@ impl<'p, 'a> Decoder<'p, 'a> {
                 Sym::DeviceFree => extra.get_or_insert_default().device_free = self.p.as_u64(v),
                 Sym::CompileContext => {
                     self.out.markers.compile_context = true;
-                    if let Some(s) = self.p.as_str(v) {
-                        if s != "N/A" {
-                            extra.get_or_insert_default().compile_context = Some(Box::from(s));
-                        }
+                    if self.p.as_str(v).is_some_and(|s| s != "N/A") {
+                        extra.get_or_insert_default().compile_context = self.text(v);
                     }
                 }
                 Sym::UserMetadata => {
                     self.out.markers.user_metadata = true;
-                    if let Some(s) = self.p.as_str(v) {
-                        if !s.is_empty() {
-                            extra.get_or_insert_default().user_metadata = Some(Box::from(s));
-                        }
+                    if self.p.as_str(v).is_some_and(|s| !s.is_empty()) {
+                        extra.get_or_insert_default().user_metadata = self.text(v);
                     }
                 }
                 Sym::ForwardFrames => {
                     self.out.markers.forward_frames = true;
                     if let Some(l) = self.p.as_sequence(v) {
-                        self.spend(self.p.len(l) as u64, || {
-                            format!("{name}[{dev}][{i}].forward_frames")
-                        })?;
-                        let lines: Vec<Box<str>> =
-                            self.p.items(l).filter_map(|s| self.text(s)).collect();
+                        // One list shared by many entries is read (and paid for) once.
+                        let lines = match self.shared_lines.get(&(l.index() as u32)) {
+                            Some(lines) => lines.clone(),
+                            None => {
+                                self.spend(self.p.len(l) as u64, || {
+                                    format!("{name}[{dev}][{i}].forward_frames")
+                                })?;
+                                let lines: Arc<[Arc<str>]> = self
+                                    .p
+                                    .items(l)
+                                    .filter_map(|s| self.text(s))
+                                    .collect::<Vec<_>>()
+                                    .into();
+                                self.shared_lines.insert(l.index() as u32, lines.clone());
+                                lines
+                            }
+                        };
                         extra.get_or_insert_default().forward_frames = Some(lines);
                     }
                 }
@@ -1181,24 +1210,47 @@ impl<'p, 'a> Decoder<'p, 'a> {
         let mut filename = "";
         let mut line = 0i64;
         let mut name = "";
+        let (mut filename_h, mut name_h) = (None, None);
         for (k, v) in p.pairs(d) {
             match self.sym(k) {
-                Sym::Filename => filename = p.as_str(v).unwrap_or(""),
+                Sym::Filename => {
+                    filename = p.as_str(v).unwrap_or("");
+                    filename_h = Some(v);
+                }
                 Sym::Line => line = p.as_i64(v).unwrap_or(0),
-                Sym::Name => name = p.as_str(v).unwrap_or(""),
+                Sym::Name => {
+                    name = p.as_str(v).unwrap_or("");
+                    name_h = Some(v);
+                }
                 _ => {}
             }
         }
-        let id = match self.frame_by_content.get(&(filename, line, name)) {
+        let key = (
+            filename_h
+                .and_then(|h| p.str_index(h))
+                .map_or(u32::MAX, |i| i as u32),
+            line,
+            name_h
+                .and_then(|h| p.str_index(h))
+                .map_or(u32::MAX, |i| i as u32),
+        );
+        let id = match self.frame_by_content.get(&key) {
             Some(&id) => id,
             None => {
+                // The analysis scans each distinct frame's names (classification, site
+                // labels): that work is paid for here, so many frames that share one
+                // enormous file name end in a clean error instead of hours of scanning.
+                let text_len = (filename.len() + name.len()) as u64;
+                self.spend(2 * text_len, || "a frame's file and function names".into())?;
                 let id = self.out.frames.frames.len() as FrameId;
+                let filename_s = filename_h.and_then(|h| self.text(h));
+                let name_s = name_h.and_then(|h| self.text(h));
                 self.out.frames.frames.push(Frame {
-                    filename: Box::from(filename),
+                    filename: filename_s.unwrap_or_else(|| Arc::from("")),
                     line,
-                    name: Box::from(name),
+                    name: name_s.unwrap_or_else(|| Arc::from("")),
                 });
-                self.frame_by_content.insert((filename, line, name), id);
+                self.frame_by_content.insert(key, id);
                 id
             }
         };
@@ -1282,15 +1334,15 @@ impl<'p, 'a> Decoder<'p, 'a> {
                 format!("external_annotations[{i}]")
             })?;
             let mut a = Annotation {
-                name: String::new(),
-                stage: String::new(),
+                name: Arc::from(""),
+                stage: Arc::from(""),
                 device: -1,
                 time_us: NO_TIME,
             };
             for (k, v) in self.p.pairs(d) {
                 match self.sym(k) {
-                    Sym::Name => a.name = self.p.as_str(v).unwrap_or("").to_string(),
-                    Sym::Stage => a.stage = self.p.as_str(v).unwrap_or("").to_string(),
+                    Sym::Name => a.name = self.text(v).unwrap_or_else(|| Arc::from("")),
+                    Sym::Stage => a.stage = self.text(v).unwrap_or_else(|| Arc::from("")),
                     Sym::Device => a.device = self.p.as_i64(v).unwrap_or(-1),
                     Sym::TimeUs => a.time_us = self.p.as_i64(v).unwrap_or(NO_TIME),
                     _ => {}

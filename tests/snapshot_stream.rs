@@ -1,0 +1,470 @@
+//! The snapshot reader as a stream (issue 15) and its bounds on hostile inputs (issue 14):
+//! a pickle read through any split of its bytes parses to the same arena as the whole
+//! buffer; truncation anywhere names the byte offset; a decompression bomb stops after one
+//! buffer; structures shared by memo are paid for once, however often they are referenced.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use oomdoctor::facts::evidence::InputName;
+use oomdoctor::ingest::snapshot::pickle::{Handle, Pickle, PickleError, PickleLimits, Value};
+use oomdoctor::ingest::snapshot::{SnapshotError, read_snapshot, read_snapshot_from, schema};
+
+/// Hands out the input in pieces: sizes cycle through `sizes` (a size of 1 is the worst case).
+struct Pieces<'a> {
+    data: &'a [u8],
+    sizes: &'a [usize],
+    i: usize,
+    /// Bytes handed out so far.
+    pulled: u64,
+}
+
+impl<'a> Pieces<'a> {
+    fn new(data: &'a [u8], sizes: &'a [usize]) -> Self {
+        Pieces {
+            data,
+            sizes,
+            i: 0,
+            pulled: 0,
+        }
+    }
+}
+
+impl Read for Pieces<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = self.sizes[self.i % self.sizes.len()];
+        self.i += 1;
+        let n = want.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        self.pulled += n as u64;
+        Ok(n)
+    }
+}
+
+/// A canonical dump of everything reachable from the root: values in depth-first order,
+/// containers numbered by first visit (so sharing shows), strings by content.
+fn dump(p: &Pickle<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    let mut todo: Vec<Handle> = vec![p.root()];
+    while let Some(h) = todo.pop() {
+        let v = p.value(h);
+        match v {
+            Value::List(c)
+            | Value::Tuple(c)
+            | Value::Dict(c)
+            | Value::Set(c)
+            | Value::FrozenSet(c) => {
+                let next = seen.len();
+                match seen.entry(c.index()) {
+                    std::collections::hash_map::Entry::Occupied(e) => {
+                        out.push(format!("ref {}", e.get()));
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(next);
+                        out.push(format!("{} #{next} len {}", v.type_name(), p.len(c)));
+                        let items: Vec<Handle> = p.items(c).collect();
+                        todo.extend(items.into_iter().rev());
+                    }
+                }
+            }
+            other => out.push(format!("{other:?}")),
+        }
+    }
+    out.push(format!("end {} leftover {}", p.end(), p.leftover()));
+    out
+}
+
+fn real_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/eval/snapshots")
+}
+
+/// The real snapshots (read in place), smallest first; empty when the directory is absent.
+fn real_snapshots() -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(real_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| {
+                    matches!(
+                        p.extension().and_then(|x| x.to_str()),
+                        Some("pickle" | "pkl")
+                    )
+                })
+                .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort_by_key(|(_, b)| b.len());
+    files
+}
+
+fn name(s: &str) -> InputName {
+    Arc::from(s)
+}
+
+/// A pickle that uses every data opcode family: text and binary ints, longs, floats,
+/// strings of each width, bytes, memo puts and gets (short and long), tuples, lists, dicts,
+/// sets, frozensets, FRAME, MARK/APPENDS/SETITEMS.
+fn every_opcode() -> Vec<u8> {
+    let mut v: Vec<u8> = vec![0x80, 4, 0x95];
+    v.extend_from_slice(&0u64.to_le_bytes());
+    v.extend_from_slice(b"}q\x00("); // EMPTY_DICT, BINPUT 0, MARK
+    let key = |v: &mut Vec<u8>, k: &str| {
+        v.push(0x8c);
+        v.push(k.len() as u8);
+        v.extend_from_slice(k.as_bytes());
+    };
+    key(&mut v, "ints");
+    v.extend_from_slice(
+        b"(K\x07M\x34\x12J\xff\xff\xff\xff\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00",
+    );
+    v.extend_from_slice(b"I42\nI01\nL123456789012345678901234567890L\n\x88\x89Nl");
+    key(&mut v, "floats");
+    v.extend_from_slice(b"G\x3f\xf8\x00\x00\x00\x00\x00\x00F2.5\n\x86");
+    key(&mut v, "strings");
+    v.extend_from_slice(b"(X\x05\x00\x00\x00hello\x8d\x03\x00\x00\x00\x00\x00\x00\x00abcVuni\\u00e9\nS'py2'\nU\x03abcT\x02\x00\x00\x00xyr\x00\x01\x00\x00t");
+    key(&mut v, "bytes");
+    v.extend_from_slice(
+        b"C\x02\x00\x01B\x03\x00\x00\x00abc\x8e\x01\x00\x00\x00\x00\x00\x00\x00z\x87",
+    );
+    key(&mut v, "shared");
+    v.extend_from_slice(b"](h\x00j\x00\x01\x00\x00g0\n\x94e");
+    key(&mut v, "sets");
+    v.extend_from_slice(b"\x8f(K\x01K\x02\x90(K\x03\x91\x86");
+    key(&mut v, "empty");
+    v.extend_from_slice(b")\x85");
+    v.extend_from_slice(b"u.");
+    v
+}
+
+#[test]
+fn every_opcode_parses_the_same_split_at_every_byte() {
+    let data = every_opcode();
+    let limits = PickleLimits::default();
+    let whole = Pickle::parse(&data, &limits).unwrap();
+    let expected = dump(&whole);
+    assert!(expected.len() > 20, "{expected:?}");
+    for k in 0..=data.len() {
+        let sizes = [k.max(1), usize::MAX];
+        let p = Pickle::from_reader(Pieces::new(&data, &sizes), &limits).unwrap();
+        assert_eq!(dump(&p), expected, "split at byte {k}");
+        assert_eq!(p.input_len(), data.len());
+        assert!(!p.input_len_is_lower_bound());
+    }
+    let p = Pickle::from_reader(Pieces::new(&data, &[1]), &limits).unwrap();
+    assert_eq!(dump(&p), expected, "one byte at a time");
+}
+
+#[test]
+fn real_snapshots_parse_the_same_one_byte_at_a_time() {
+    let limits = PickleLimits::default();
+    let files = real_snapshots();
+    for (path, bytes) in &files {
+        let whole = Pickle::parse(bytes, &limits).unwrap();
+        // One byte per read for the small files; odd piece sizes for the large ones.
+        let sizes: &[usize] = if bytes.len() < 2 << 20 {
+            &[1]
+        } else {
+            &[1, 7, 4093, 65537]
+        };
+        let streamed = Pickle::from_reader(Pieces::new(bytes, sizes), &limits).unwrap();
+        assert_eq!(dump(&streamed), dump(&whole), "{path}");
+        // And the whole analysis, as the app reads it.
+        let a = read_snapshot(bytes, &name(path), &limits).unwrap();
+        let b = read_snapshot_from(Pieces::new(bytes, sizes), &name(path), &limits).unwrap();
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap(),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn truncation_anywhere_names_the_byte_offset() {
+    let limits = PickleLimits::default();
+    let mut cases = vec![("every_opcode".to_string(), every_opcode())];
+    cases.extend(real_snapshots().into_iter().take(3));
+    for (path, bytes) in &cases {
+        let step = (bytes.len() / 150).max(1);
+        for cut in (0..bytes.len()).step_by(step) {
+            let part = &bytes[..cut];
+            for result in [
+                Pickle::parse(part, &limits).map(|_| ()),
+                Pickle::from_reader(Pieces::new(part, &[1, 300]), &limits).map(|_| ()),
+            ] {
+                match result {
+                    Err(PickleError::Truncated { offset, .. }) => {
+                        assert_eq!(offset, cut as u64, "{path} cut at {cut}")
+                    }
+                    other => panic!("{path} cut at {cut}: {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// A protocol-4 writer for shared structures: memo puts and gets by hand.
+struct W(Vec<u8>);
+
+impl W {
+    fn new() -> W {
+        W(vec![0x80, 4])
+    }
+    fn s(&mut self, s: &str) -> &mut W {
+        self.0.push(b'X');
+        self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(s.as_bytes());
+        self
+    }
+    fn int(&mut self, v: i32) -> &mut W {
+        self.0.push(b'J');
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    fn put(&mut self, i: u32) -> &mut W {
+        self.0.push(b'r');
+        self.0.extend_from_slice(&i.to_le_bytes());
+        self
+    }
+    fn get(&mut self, i: u32) -> &mut W {
+        self.0.push(b'j');
+        self.0.extend_from_slice(&i.to_le_bytes());
+        self
+    }
+    fn raw(&mut self, b: &[u8]) -> &mut W {
+        self.0.extend_from_slice(b);
+        self
+    }
+}
+
+/// `{"segments": [], "device_traces": [[entry * n]]}` where each entry is
+/// `{"action": "alloc", "addr": i, "size": 512, <key>: memo[shared]}`; `shared` is written
+/// by `shared_value` into memo slot 0 inside a throwaway list first.
+fn shared_snapshot(n: i32, key: &str, shared_value: impl FnOnce(&mut W)) -> Vec<u8> {
+    let mut w = W::new();
+    w.raw(b"]"); // a list that holds the shared value, popped afterwards
+    shared_value(&mut w);
+    w.put(0).raw(b"a0");
+    w.raw(b"}(")
+        .s("segments")
+        .raw(b"]")
+        .s("device_traces")
+        .raw(b"](](");
+    for i in 0..n {
+        w.raw(b"}(")
+            .s("action")
+            .s("alloc")
+            .s("addr")
+            .int(i * 512 + 4096);
+        w.s("size").int(512).s(key).get(0).raw(b"u");
+    }
+    w.raw(b"eeu.");
+    w.0
+}
+
+/// Limits that allow visiting about as many elements as the file has bytes: sharing that
+/// costs work per reference would run out at once.
+fn tight() -> PickleLimits {
+    PickleLimits {
+        max_expansion_ratio: 1,
+        ..PickleLimits::default()
+    }
+}
+
+#[test]
+fn a_shared_megabyte_string_is_stored_once() {
+    let big = "m".repeat(1 << 20);
+    let data = shared_snapshot(20_000, "user_metadata", |w| {
+        w.s(&big);
+    });
+    assert!(data.len() < 4 << 20, "{}", data.len());
+    let p = Pickle::parse(&data, &tight()).unwrap();
+    let snap = schema::decode(&p, &tight()).unwrap();
+    let entries = &snap.traces[0];
+    assert_eq!(entries.len(), 20_000);
+    let first = snap
+        .extra(&entries[0])
+        .unwrap()
+        .user_metadata
+        .clone()
+        .unwrap();
+    for e in entries {
+        let s = snap.extra(e).unwrap().user_metadata.as_ref().unwrap();
+        assert!(Arc::ptr_eq(s, &first), "one string, shared");
+    }
+    assert!(read_snapshot(&data, &name("m.pickle"), &tight()).is_ok());
+}
+
+#[test]
+fn a_shared_forward_frames_list_is_read_once() {
+    let data = shared_snapshot(20_000, "forward_frames", |w| {
+        w.raw(b"](");
+        for i in 0..5_000 {
+            w.s(&format!("  File \"/x/model.py\", line {i}, in forward"));
+        }
+        w.raw(b"e");
+    });
+    // 20,000 entries x 5,000 lines would be 10^8 visits; the budget is about 1.3 M.
+    let p = Pickle::parse(&data, &tight()).unwrap();
+    let snap = schema::decode(&p, &tight()).unwrap();
+    let entries = &snap.traces[0];
+    let first = snap
+        .extra(&entries[0])
+        .unwrap()
+        .forward_frames
+        .clone()
+        .unwrap();
+    assert_eq!(first.len(), 5_000);
+    for e in entries {
+        let l = snap.extra(e).unwrap().forward_frames.as_ref().unwrap();
+        assert!(Arc::ptr_eq(l, &first));
+    }
+}
+
+#[test]
+fn a_shared_frame_list_is_interned_once() {
+    let data = shared_snapshot(20_000, "frames", |w| {
+        w.raw(b"](");
+        for i in 0..5_000 {
+            w.raw(b"}(")
+                .s("filename")
+                .s("/x/a.py")
+                .s("line")
+                .int(i)
+                .s("name")
+                .s("f")
+                .raw(b"u");
+        }
+        w.raw(b"e");
+    });
+    let p = Pickle::parse(&data, &tight()).unwrap();
+    let snap = schema::decode(&p, &tight()).unwrap();
+    assert_eq!(snap.frames.frames.len(), 5_000);
+    assert_eq!(
+        snap.frames.list_count(),
+        2,
+        "the empty list and the shared one"
+    );
+    assert!(
+        snap.traces[0]
+            .iter()
+            .all(|e| e.frames == snap.traces[0][0].frames)
+    );
+    assert!(read_snapshot(&data, &name("f.pickle"), &tight()).is_ok());
+}
+
+#[test]
+fn many_frames_sharing_a_huge_file_name_end_in_a_clean_error() {
+    let huge = format!("/{}.py", "d".repeat(1 << 20));
+    // 20,000 distinct frames (one line each) that all name one megabyte file: the analysis
+    // would scan 20 GB of names.
+    let mut w = W::new();
+    w.s(&huge).put(0).raw(b"0");
+    w.raw(b"}(")
+        .s("segments")
+        .raw(b"]")
+        .s("device_traces")
+        .raw(b"](](");
+    for i in 0..20_000 {
+        w.raw(b"}(")
+            .s("action")
+            .s("alloc")
+            .s("addr")
+            .int(i * 512)
+            .s("size")
+            .int(512);
+        w.s("frames")
+            .raw(b"](}(")
+            .s("filename")
+            .get(0)
+            .s("line")
+            .int(i);
+        w.s("name").s("f").raw(b"ueu");
+    }
+    w.raw(b"eeu.");
+    let data = w.0;
+    assert!(data.len() < 4 << 20);
+    let err =
+        read_snapshot(&data, &name("huge-names.pickle"), &PickleLimits::default()).unwrap_err();
+    assert!(matches!(err, SnapshotError::ExpansionLimit { .. }), "{err}");
+}
+
+#[test]
+fn a_zeros_bomb_stops_after_one_buffer() {
+    // PROTO 4, then 64 MiB of zeros (0x00 is not an opcode).
+    let mut data = vec![0x80, 4];
+    data.resize(64 << 20, 0);
+    let mut reader = Pieces::new(&data, &[usize::MAX]);
+    let err = Pickle::from_reader(&mut reader, &PickleLimits::default()).unwrap_err();
+    assert_eq!(err.offset(), 2, "{err}");
+    assert!(reader.pulled <= 1 << 20, "read {} bytes", reader.pulled);
+}
+
+#[test]
+fn a_stream_longer_than_the_input_limit_stops_at_the_limit() {
+    // A valid pickle that never ends: an endless run of `NONE` then `POP`.
+    struct Endless(u64);
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            for b in buf.iter_mut() {
+                *b = if self.0 % 2 == 0 { b'N' } else { b'0' };
+                self.0 += 1;
+            }
+            Ok(buf.len())
+        }
+    }
+    let limits = PickleLimits {
+        max_input_bytes: 3 << 20,
+        ..PickleLimits::default()
+    };
+    match Pickle::from_reader(Endless(0), &limits) {
+        Err(PickleError::LimitExceeded { offset, what, .. }) => {
+            assert_eq!(what, "the input size");
+            assert_eq!(offset, 3 << 20);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_binary_exits_2_on_a_gzip_zeros_bomb_naming_the_file_and_byte() {
+    let dir = common::tmp_dir("stream", "bomb");
+    let path = dir.join("bomb.pickle.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &[0x80, 4]).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..64 {
+        std::io::Write::write_all(&mut gz, &zeros).unwrap();
+    }
+    std::fs::write(&path, gz.finish().unwrap()).unwrap();
+    let out = common::run_bin(&[&path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bomb.pickle.gz"), "{stderr}");
+    assert!(stderr.contains("byte 2"), "{stderr}");
+}
+
+#[test]
+fn the_binary_names_the_offset_of_a_truncated_snapshot() {
+    let Some((_, bytes)) = real_snapshots().into_iter().next() else {
+        return;
+    };
+    let dir = common::tmp_dir("stream", "truncated");
+    let path = dir.join("cut.pickle");
+    let cut = bytes.len() / 2;
+    std::fs::write(&path, &bytes[..cut]).unwrap();
+    let out = common::run_bin(&[&path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cut.pickle"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("truncated at byte {cut}")),
+        "{stderr}"
+    );
+}

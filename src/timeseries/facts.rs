@@ -36,20 +36,9 @@ enum Cell {
     Id,
 }
 
-/// Provenance of sample `i` of a track: its line and text when kept (with the span of the
-/// sample's value), else its line and a locator.
-fn sample_prov<T: Copy>(
-    input: &InputName,
-    track: &Track<T>,
-    texts: &LineTexts,
-    i: usize,
-    what: impl FnOnce() -> String,
-) -> Provenance {
-    sample_cell_prov(input, track, texts, i, Cell::Value, what)
-}
-
-/// [`sample_prov`] with the span of a chosen cell; without one (a row whose cell was not
-/// located) the whole row is the provenance.
+/// Provenance of sample `i` of a track: its line and text when kept, with the span of the
+/// chosen cell (without one, a row whose cell was not located, the whole row), else its line
+/// and a locator.
 fn sample_cell_prov<T: Copy>(
     input: &InputName,
     track: &Track<T>,

@@ -103,7 +103,9 @@ fn corpus(kind: &str) -> Vec<(String, Vec<u8>)> {
     paths.sort();
     let mut out = Vec::new();
     for p in paths {
-        let Ok(data) = std::fs::read(&p) else { continue };
+        let Ok(data) = std::fs::read(&p) else {
+            continue;
+        };
         let name = p.strip_prefix(&root).unwrap_or(&p).display().to_string();
         for n in [4096, 1024, 256] {
             let cut = data[..data.len().min(n)].to_vec();
@@ -149,16 +151,16 @@ fn measure(kind: &str, rounds: usize) {
         first.as_secs_f64() * 1e3,
     );
     for (d, name, len) in per.iter().take(5) {
-        println!("  slowest: {:>8.1} µs  {len:>5} B  {name}", d.as_secs_f64() * 1e6);
+        println!(
+            "  slowest: {:>8.1} µs  {len:>5} B  {name}",
+            d.as_secs_f64() * 1e6
+        );
     }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let rounds = args
-        .get(1)
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(20usize);
+    let rounds = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(20usize);
     match args.first().map(String::as_str) {
         Some(k @ ("log_scan" | "series")) => measure(k, rounds),
         Some(other) => eprintln!("usage: fuzz_throughput [log_scan|series] [ROUNDS] (not {other})"),

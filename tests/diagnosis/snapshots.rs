@@ -8,6 +8,9 @@ use oomdoctor::rules::RuleSet;
 fn settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
     s.set_prepend_module_to_snapshot(false);
+    // The snapshots stay in `tests/snapshots/`, where they were before the suites became one
+    // binary (the path is relative to this file).
+    s.set_snapshot_path("../snapshots");
     s.add_filter(r#""version": "[0-9.]+""#, r#""version": "[version]""#);
     s
 }
@@ -17,7 +20,7 @@ fn rule_fixture_outputs() {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = RuleSet::builtin().unwrap();
     settings().bind(|| {
-        insta::glob!("../fixtures/rules", "*/*.log", |path| {
+        insta::glob!("../../fixtures/rules", "*/*.log", |path| {
             let rel = path
                 .strip_prefix(env!("CARGO_MANIFEST_DIR"))
                 .unwrap()

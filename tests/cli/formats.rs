@@ -5,7 +5,7 @@
 //! one is installed). Then directory inputs, `--fail-on`, fingerprints, bundles with
 //! redaction, completions and the man page.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

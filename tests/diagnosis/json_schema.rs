@@ -4,7 +4,7 @@
 //! (type, const, enum, required, properties, items, additionalProperties, $ref to a local
 //! definition or to a sibling schema file, minimum, maximum, pattern).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 
@@ -106,7 +106,7 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
 
 #[test]
 fn every_fixture_output_matches_the_schema() {
-    let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
+    let root: Value = serde_json::from_str(include_str!("../../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
     let mut checked = 0;
@@ -162,7 +162,7 @@ fn every_fixture_output_matches_the_schema() {
 
 #[test]
 fn optional_fields_match_the_schema_and_stay_optional() {
-    let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
+    let root: Value = serde_json::from_str(include_str!("../../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::rules::RuleSet::builtin().unwrap();
     let (mut d, _) = oomdoctor::app::diagnose_inputs(

@@ -142,7 +142,7 @@ fn measure(kind: &str, rounds: usize) {
         execs += rounds;
         per.push((d / rounds as u32, name, data.len()));
     }
-    per.sort_by(|a, b| b.0.cmp(&a.0));
+    per.sort_by_key(|p| std::cmp::Reverse(p.0));
     println!(
         "{kind}: {} inputs (<= 4 KiB), {execs} executions in {:.2} s: {:.0} executions/s; first call {:.1} ms",
         inputs.len(),

@@ -828,7 +828,7 @@ impl SeriesAnalysis {
         if !e.kv_usage.is_empty() {
             let from = w
                 .pinned_from
-                .map_or(String::new(), |p| format!(" from {}", e.clock.format(p)));
+                .map_or(String::new(), |p| format!(" from {}", e.time_text(p)));
             facts.set(
                 "series.kv_pinned",
                 w.kv_pinned,

@@ -425,18 +425,66 @@ pub fn run(cli: Cli, io: &mut Io<'_>) -> Exit {
             clap_complete::generate(shell, &mut cmd, "oomdoctor", &mut buf);
             finish_output(io, &String::from_utf8_lossy(&buf), Sink::Text, Exit::Clean)
         }
-        Some(Command::Man) => {
-            let mut buf = Vec::new();
-            let cmd = <Cli as clap::CommandFactory>::command();
-            match clap_mangen::Man::new(cmd).render(&mut buf) {
-                Ok(()) => {
-                    finish_output(io, &String::from_utf8_lossy(&buf), Sink::Text, Exit::Clean)
+        Some(Command::Man { subcommand, dir }) => man_pages(io, subcommand.as_deref(), dir),
+    }
+}
+
+/// `oomdoctor man`: the main page, one subcommand's page (`oomdoctor-plan.1`), or every
+/// page written into a directory.
+fn man_pages(io: &mut Io<'_>, subcommand: Option<&str>, dir: Option<std::path::PathBuf>) -> Exit {
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    cmd.build();
+    if let Some(dir) = dir {
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| clap_mangen::generate_to(cmd.clone(), &dir));
+        return match written {
+            Ok(()) => {
+                let mut names: Vec<String> = std::iter::once(cmd.clone())
+                    .chain(cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+                    .map(|c| clap_mangen::Man::new(c).get_filename())
+                    .collect();
+                names.sort();
+                for n in names {
+                    let _ = writeln!(io.stderr, "wrote {}", dir.join(n).display());
                 }
-                Err(e) => {
-                    let _ = writeln!(io.stderr, "error: cannot render the man page: {e}");
-                    Exit::Error
-                }
+                Exit::Clean
             }
+            Err(e) => {
+                let _ = writeln!(
+                    io.stderr,
+                    "error: cannot write the man pages to {}: {e}",
+                    dir.display()
+                );
+                Exit::Error
+            }
+        };
+    }
+    let page = match subcommand {
+        None => cmd,
+        Some(name) => match cmd.find_subcommand(name) {
+            Some(sub) if !sub.is_hide_set() => sub.clone(),
+            _ => {
+                let names: Vec<&str> = cmd
+                    .get_subcommands()
+                    .filter(|s| !s.is_hide_set())
+                    .map(|s| s.get_name())
+                    .collect();
+                let _ = writeln!(
+                    io.stderr,
+                    "error: no subcommand `{}`; man pages exist for: {}",
+                    render::terminal::visible(name),
+                    names.join(", ")
+                );
+                return Exit::Error;
+            }
+        },
+    };
+    let mut buf = Vec::new();
+    match clap_mangen::Man::new(page).render(&mut buf) {
+        Ok(()) => finish_output(io, &String::from_utf8_lossy(&buf), Sink::Text, Exit::Clean),
+        Err(e) => {
+            let _ = writeln!(io.stderr, "error: cannot render the man page: {e}");
+            Exit::Error
         }
     }
 }

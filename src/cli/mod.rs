@@ -181,8 +181,16 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff): `oomdoctor man > oomdoctor.1`.
-    Man,
+    /// Print a man page (roff): `oomdoctor man > oomdoctor.1`, `oomdoctor man plan >
+    /// oomdoctor-plan.1`, or write every page with `oomdoctor man --dir DIR`.
+    Man {
+        /// The subcommand whose page to print (`plan`, `bundle`, ...); the main page without.
+        subcommand: Option<String>,
+        /// Write every page (`oomdoctor.1`, `oomdoctor-plan.1`, ...) into this directory
+        /// instead of printing one.
+        #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// Options of `oomdoctor bundle`.
@@ -284,6 +292,15 @@ mod tests {
         let c = Cli::try_parse_from(["oomdoctor", "completions", "zsh"]).unwrap();
         assert!(matches!(c.command, Some(Command::Completions { .. })));
         let c = Cli::try_parse_from(["oomdoctor", "man"]).unwrap();
-        assert!(matches!(c.command, Some(Command::Man)));
+        assert!(matches!(
+            c.command,
+            Some(Command::Man {
+                subcommand: None,
+                dir: None
+            })
+        ));
+        let c = Cli::try_parse_from(["oomdoctor", "man", "plan"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Man { subcommand: Some(s), .. }) if s == "plan"));
+        assert!(Cli::try_parse_from(["oomdoctor", "man", "plan", "--dir", "d"]).is_err());
     }
 }

@@ -139,19 +139,19 @@ const SERIES_MATCH_TOLERANCE_S: i64 = 60;
 fn log_time(
     text: &str,
     span: Option<(chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>)>,
-) -> Option<chrono::DateTime<chrono::Utc>> {
+) -> Option<(chrono::DateTime<chrono::Utc>, bool)> {
     use chrono::Datelike;
     let Some((start, end)) = span else {
-        return crate::ingest::series::parse_log_time(text, None).map(|(t, _)| t);
+        return crate::ingest::series::parse_log_time(text, None);
     };
     let day = chrono::Duration::days(1);
     let mut first = None;
     for year in [start.year(), end.year()] {
-        if let Some((t, _)) = crate::ingest::series::parse_log_time(text, Some(year)) {
+        if let Some((t, naive)) = crate::ingest::series::parse_log_time(text, Some(year)) {
             if t >= start - day && t <= end + day {
-                return Some(t);
+                return Some((t, naive));
             }
-            first.get_or_insert(t);
+            first.get_or_insert((t, naive));
         }
     }
     first
@@ -220,10 +220,12 @@ fn fuse_series(
         {
             continue;
         }
-        let time = if wall {
-            inc.time_hint.as_deref().and_then(|t| log_time(t, span))
-        } else {
-            None
+        let (time, naive) = match inc.time_hint.as_deref().filter(|_| wall) {
+            Some(t) => match log_time(t, span) {
+                Some((t, naive)) => (Some(t), naive),
+                None => (None, false),
+            },
+            None => (None, false),
         };
         // The series failure this incident is: same time, on one of its devices (or on
         // any device when the series has none of them: CUDA_VISIBLE_DEVICES renumbers).
@@ -272,7 +274,7 @@ fn fuse_series(
             };
             facts.set(
                 "series.failure_time",
-                t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                crate::ingest::series::format_wall(t.timestamp_millis(), naive),
                 Some(at),
             );
         }
@@ -350,10 +352,16 @@ fn fuse_series(
         ]
         .iter()
         .find_map(|n| facts.get(n).and_then(|x| x.sources.first().cloned()))
+        // The incident is the whole row, not the used-memory cell that fact quotes.
+        .map(|p| Provenance { span: None, ..p })
         .unwrap_or_else(|| {
             Provenance::at(
                 f.input.clone(),
-                format!("gpu {} at {}", f.device, f.clock.format(f.at)),
+                format!(
+                    "gpu {} at {}",
+                    f.device,
+                    f.time_text.clone().unwrap_or_else(|| f.clock.format(f.at))
+                ),
             )
         });
         let engine = series_engine(&facts);

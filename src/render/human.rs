@@ -195,9 +195,17 @@ fn snippets(report: &IncidentReport, style: &Style, series_inputs: &[&str]) -> S
             order.push(key.clone());
             (text.to_string(), Vec::new())
         });
+        // A series row's cell carries a number; a yes/no fact read from the row (the device
+        // filled) would take the place of the number's label.
+        let flag = |label: &str| {
+            series_inputs.contains(&&*p.input)
+                && (label.ends_with(": true") || label.ends_with(": false"))
+        };
         match (p.span, label) {
             (Some(span), Some(label))
-                if span.1 <= entry.0.len() && !entry.1.iter().any(|l| l.0 == span.0) =>
+                if span.1 <= entry.0.len()
+                    && !entry.1.iter().any(|l| l.0 == span.0)
+                    && !flag(&label) =>
             {
                 entry.1.push((span.0, span.1, label));
             }
@@ -205,10 +213,7 @@ fn snippets(report: &IncidentReport, style: &Style, series_inputs: &[&str]) -> S
             // Prometheus line, its value and timestamp at the end) with the first fact read
             // from it.
             (None, Some(label))
-                if entry.1.is_empty()
-                    && series_inputs.contains(&&*p.input)
-                    && !label.ends_with(": true")
-                    && !label.ends_with(": false") =>
+                if entry.1.is_empty() && series_inputs.contains(&&*p.input) && !flag(&label) =>
             {
                 let len = entry.0.len();
                 let mut from = if len <= max {
@@ -218,6 +223,12 @@ fn snippets(report: &IncidentReport, style: &Style, series_inputs: &[&str]) -> S
                 };
                 while from < len && !entry.0.is_char_boundary(from) {
                     from += 1;
+                }
+                // Start at a cell, not inside one (`…A10G, 23006 MiB`, not `…006 MiB`).
+                if from > 0 {
+                    if let Some(k) = entry.0[from..].find(' ') {
+                        from += k + 1;
+                    }
                 }
                 if from < len {
                     entry.1.push((from, len, label));
@@ -761,20 +772,30 @@ fn plot_for<'d>(
         .or_else(|| d.series.iter().find(|p| p.device == Some(device)))
 }
 
-/// Seconds since a plot's start of an RFC 3339 time.
+/// Seconds since a plot's start of a time (RFC 3339, or the same without a zone).
 fn plot_offset(p: &crate::render::plot::SeriesPlot, time: &str) -> Option<f64> {
-    let start = chrono::DateTime::parse_from_rfc3339(p.start.as_deref()?).ok()?;
-    let t = chrono::DateTime::parse_from_rfc3339(time).ok()?;
+    let (start, _) = crate::ingest::series::read_wall(p.start.as_deref()?)?;
+    let (t, _) = crate::ingest::series::read_wall(time)?;
     Some((t - start).num_milliseconds() as f64 / 1000.0)
 }
 
-/// A time as the charts print it (`2025-09-08 03:28:47.217`): the facts hold RFC 3339 in
-/// UTC, but most logs and nvidia-smi captures have no zone, and a `Z` would claim one.
+/// A time as the charts print it (`2025-09-08 03:28:47.217`). A time the input wrote
+/// without a zone (most logs, nvidia-smi captures) is shown without one; a zoned one keeps
+/// its zone, as UTC (`2025-09-08 03:28:47 UTC`).
 fn show_time(t: &str) -> String {
-    match chrono::DateTime::parse_from_rfc3339(t) {
-        Ok(dt) if dt.timestamp_subsec_millis() == 0 => dt.format("%Y-%m-%d %H:%M:%S").to_string(),
-        Ok(dt) => dt.format("%Y-%m-%d %H:%M:%S%.3f").to_string(),
-        Err(_) => t.to_string(),
+    match crate::ingest::series::read_wall(t) {
+        Some((dt, naive)) => {
+            let mut s = if dt.timestamp_subsec_millis() == 0 {
+                dt.format("%Y-%m-%d %H:%M:%S").to_string()
+            } else {
+                dt.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+            };
+            if !naive {
+                s.push_str(" UTC");
+            }
+            s
+        }
+        None => t.to_string(),
     }
 }
 

@@ -999,8 +999,11 @@ impl Pattern {
 pub struct SeriesFailure {
     pub device: u32,
     /// The last sample before the drop (wall clock only).
-    #[serde(serialize_with = "ser_time")]
+    #[serde(skip)]
     pub time: Option<DateTime<Utc>>,
+    /// The same as the input wrote it (no zone when it had none), for the JSON.
+    #[serde(rename = "time")]
+    pub time_text: Option<String>,
     /// The same in the series' clock.
     pub at: i64,
     /// The first sample after the drop, in the series' clock.
@@ -1008,13 +1011,6 @@ pub struct SeriesFailure {
     pub clock: Clock,
     pub input: InputName,
     pub facts: Facts,
-}
-
-fn ser_time<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => s.serialize_str(&super::time::rfc3339(t.timestamp_millis())),
-        None => s.serialize_none(),
-    }
 }
 
 impl SeriesFailure {
@@ -1078,8 +1074,8 @@ pub fn analyze(set: &SeriesSet) -> SeriesAnalysis {
         if w.kv_pressure {
             patterns.push(Pattern::KvPressure {
                 engine: e.label.clone(),
-                start: e.clock.format(w.pinned_from.unwrap_or(0)),
-                end: e.clock.format(w.end),
+                start: e.time_text(w.pinned_from.unwrap_or(0)),
+                end: e.time_text(w.end),
                 kv_max: w.kv_max.unwrap_or(0.0),
                 waiting_max: w.waiting_peak.unwrap_or(0.0),
                 preemptions: w.preemptions.unwrap_or(0.0),
@@ -1107,6 +1103,7 @@ pub fn analyze(set: &SeriesSet) -> SeriesAnalysis {
                 time: (d.clock == Clock::Wall)
                     .then(|| DateTime::from_timestamp_millis(at))
                     .flatten(),
+                time_text: (d.clock == Clock::Wall).then(|| d.series.time_text(at)),
                 at,
                 until: t[drop.first_low_idx],
                 clock: d.clock,
@@ -1143,8 +1140,8 @@ fn analyze_device(dev: &Arc<DeviceSeries>, set: &SeriesSet) -> DeviceAnalysis {
             // Nothing loaded: flat at the idle level after a crash.
             let idle = drop.is_none() && a > 0 && max - min < sc.significant();
             Run {
-                start: dev.clock.format(t[a]),
-                end: dev.clock.format(t[b - 1]),
+                start: dev.time_text(t[a]),
+                end: dev.time_text(t[b - 1]),
                 start_idx: a,
                 end_idx: b,
                 drop,
@@ -1206,8 +1203,8 @@ fn summarise_process(p: &Arc<ProcessSeries>, series_end: Option<i64>) -> Process
         pid: p.pid,
         name: p.name.clone(),
         input: p.input.clone(),
-        first_seen: p.clock.format(first),
-        last_seen: p.clock.format(last),
+        first_seen: p.time_text(first),
+        last_seen: p.time_text(last),
         first_bytes: v.first().copied().unwrap_or(0),
         peak_bytes: v.iter().copied().max().unwrap_or(0),
         last_bytes: v.last().copied().unwrap_or(0),
@@ -1252,7 +1249,7 @@ fn device_patterns(d: &DeviceAnalysis) -> Vec<Pattern> {
     let dev = &d.series;
     let t = dev.used.times();
     let v = dev.used.values();
-    let f = |i: usize| dev.clock.format(t[i]);
+    let f = |i: usize| dev.time_text(t[i]);
     let timed = dev.clock.is_timed();
     let mut out = Vec::new();
     for r in &d.runs {

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use super::error::{SeriesError, excerpt};
 use super::model::{
-    Clock, DeviceSeries, EngineSeries, InputSummary, LineTexts, ProcessSeries, SeriesSet, Track,
+    Cells, Clock, DeviceSeries, EngineSeries, InputSummary, LineTexts, ProcessSeries, SeriesSet,
+    Track,
 };
 use super::time::Stamp;
 use super::{SeriesFormat, limits};
@@ -21,6 +22,10 @@ const MIB: u64 = 1 << 20;
 /// Something that can write the text of the current row (a raw line, or CSV fields).
 pub(crate) trait TextSource {
     fn write_text(&self, out: &mut Vec<u8>);
+    /// Where the sample's cells are in the text [`write_text`](Self::write_text) writes.
+    fn cells(&self) -> Cells {
+        Cells::default()
+    }
 }
 
 impl TextSource for [u8] {
@@ -41,6 +46,47 @@ impl TextSource for Fields<'_> {
             }
             out.extend_from_slice(f);
         }
+    }
+}
+
+impl<'a> Fields<'a> {
+    /// Byte range of field `i` (its whitespace trimmed) in the text the fields write.
+    pub(crate) fn span_of(&self, i: usize) -> Option<(u32, u32)> {
+        let f = self.0.get(i)?;
+        let start: usize = self.0.iter().take(i).map(<[u8]>::len).sum::<usize>() + i * self.1.len();
+        let lead = f.iter().take_while(|c| c.is_ascii_whitespace()).count();
+        let len = super::time::trim(f).len();
+        let a = u32::try_from(start + lead).ok()?;
+        (len > 0).then_some((a, a + u32::try_from(len).ok()?))
+    }
+
+    /// These fields with the columns of the sample's value, total, time and id marked.
+    pub(crate) fn marked(
+        self,
+        value: Option<usize>,
+        total: Option<usize>,
+        time: Option<usize>,
+        id: Option<usize>,
+    ) -> MarkedFields<'a> {
+        let cells = Cells {
+            value: value.and_then(|i| self.span_of(i)),
+            total: total.and_then(|i| self.span_of(i)),
+            time: time.and_then(|i| self.span_of(i)),
+            id: id.and_then(|i| self.span_of(i)),
+        };
+        MarkedFields(self, cells)
+    }
+}
+
+/// CSV fields with the cells of the sample they hold (see [`Fields::marked`]).
+pub(crate) struct MarkedFields<'a>(Fields<'a>, Cells);
+
+impl TextSource for MarkedFields<'_> {
+    fn write_text(&self, out: &mut Vec<u8>) {
+        self.0.write_text(out);
+    }
+    fn cells(&self) -> Cells {
+        self.1
     }
 }
 
@@ -127,6 +173,8 @@ pub(crate) enum EngineMetric {
 struct Landmarks {
     cur: Vec<u8>,
     prev: Vec<u8>,
+    cur_cells: Cells,
+    prev_cells: Cells,
     prev_line: u64,
     prev_value: Option<f64>,
     peak: f64,
@@ -147,28 +195,30 @@ impl Landmarks {
     ) {
         self.cur.clear();
         text.write_text(&mut self.cur);
+        self.cur_cells = text.cells();
         if !self.started {
-            texts.keep(line, &self.cur, f64::INFINITY);
+            texts.keep_cells(line, &self.cur, self.cur_cells, f64::INFINITY);
         } else if let Some(p) = self.prev_value {
             let delta = (value - p).abs();
             if delta >= step {
-                texts.keep(line, &self.cur, delta);
-                texts.keep(self.prev_line, &self.prev, delta);
+                texts.keep_cells(line, &self.cur, self.cur_cells, delta);
+                texts.keep_cells(self.prev_line, &self.prev, self.prev_cells, delta);
             }
         }
         if peak && (!self.started || value > self.peak) {
             self.peak = value;
-            texts.keep_peak(line, &self.cur);
+            texts.keep_peak(line, &self.cur, self.cur_cells);
         }
         self.started = true;
         std::mem::swap(&mut self.cur, &mut self.prev);
+        std::mem::swap(&mut self.cur_cells, &mut self.prev_cells);
         self.prev_line = line;
         self.prev_value = Some(value);
     }
 
     fn finish(&self, texts: &mut LineTexts) {
         if self.started {
-            texts.keep(self.prev_line, &self.prev, f64::INFINITY);
+            texts.keep_cells(self.prev_line, &self.prev, self.prev_cells, f64::INFINITY);
         }
     }
 }
@@ -364,6 +414,7 @@ impl Builder {
                 host: host.map(str::to_string),
                 input: self.input.clone(),
                 clock: Clock::Sequence,
+                naive_time: false,
                 total_bytes: None,
                 used: Track::default(),
                 texts: LineTexts::default(),
@@ -456,6 +507,7 @@ impl Builder {
                 name: name.to_string(),
                 input: self.input.clone(),
                 clock: Clock::Sequence,
+                naive_time: false,
                 used: Track::default(),
                 texts: LineTexts::default(),
             },
@@ -506,6 +558,7 @@ impl Builder {
                 label: label.to_string(),
                 input: self.input.clone(),
                 clock: Clock::Sequence,
+                naive_time: false,
                 kv_usage: Track::default(),
                 requests_running: Track::default(),
                 requests_waiting: Track::default(),
@@ -590,6 +643,7 @@ impl Builder {
             }
             d.marks.finish(&mut d.series.texts);
             d.series.clock = clock;
+            d.series.naive_time = self.naive && clock == Clock::Wall;
             d.series.used.sort();
             d.series.used.shrink();
             set.devices.push(Arc::new(d.series));
@@ -600,6 +654,7 @@ impl Builder {
             }
             p.marks.finish(&mut p.series.texts);
             p.series.clock = clock;
+            p.series.naive_time = self.naive && clock == Clock::Wall;
             p.series.used.sort();
             p.series.used.shrink();
             set.processes.push(Arc::new(p.series));
@@ -612,6 +667,7 @@ impl Builder {
                 m.finish(&mut e.series.texts);
             }
             e.series.clock = clock;
+            e.series.naive_time = self.naive && clock == Clock::Wall;
             e.series.kv_usage.sort();
             e.series.requests_running.sort();
             e.series.requests_waiting.sort();

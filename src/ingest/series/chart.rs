@@ -160,7 +160,7 @@ pub fn plot_time(plot: &crate::render::plot::SeriesPlot, t: f64) -> String {
     let start = plot
         .start
         .as_deref()
-        .and_then(|s| DateTime::parse_from_rfc3339(s).ok());
+        .and_then(|s| super::time::read_wall(s).map(|(t, _)| t));
     match start {
         Some(s) => (s + chrono::Duration::milliseconds((t * 1000.0).round() as i64))
             .format("%Y-%m-%d %H:%M:%S")

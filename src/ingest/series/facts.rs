@@ -23,18 +23,45 @@ use crate::facts::evidence::{Facts, InputName, Provenance};
 /// that run's failure.
 const ALIGN_SLACK_MS: i64 = 30_000;
 
-/// Provenance of sample `i` of a track: its line and text when kept, else its line and a
-/// locator.
-fn sample_prov<T: Copy>(
+/// Which cell of a sample's row a fact quotes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cell {
+    /// The memory value the sample was read from.
+    Value,
+    /// The device's total on that row.
+    Total,
+    /// The row's timestamp.
+    Time,
+    /// What names the track on the row: the GPU index, the process id.
+    Id,
+}
+
+/// Provenance of sample `i` of a track: its line and text when kept, with the span of the
+/// chosen cell (without one, a row whose cell was not located, the whole row), else its line
+/// and a locator.
+fn sample_cell_prov<T: Copy>(
     input: &InputName,
     track: &Track<T>,
     texts: &LineTexts,
     i: usize,
+    cell: Cell,
     what: impl FnOnce() -> String,
 ) -> Provenance {
     match track.line(i) {
-        Some(l) if l > 0 => match texts.get(l) {
-            Some(text) => Provenance::line(input.clone(), l, text),
+        Some(l) if l > 0 => match texts.get_with_cells(l) {
+            Some((text, cells)) => {
+                let span = match cell {
+                    Cell::Value => cells.value,
+                    Cell::Total => cells.total,
+                    Cell::Time => cells.time,
+                    Cell::Id => cells.id,
+                };
+                let p = Provenance::line(input.clone(), l, text);
+                match span {
+                    Some((a, b)) => p.with_span((a as usize, b as usize)),
+                    None => p,
+                }
+            }
             None => Provenance {
                 input: input.clone(),
                 line: Some(l),
@@ -48,12 +75,15 @@ fn sample_prov<T: Copy>(
 }
 
 fn dev_prov(dev: &DeviceSeries, i: usize) -> Provenance {
-    sample_prov(&dev.input, &dev.used, &dev.texts, i, || {
+    dev_cell_prov(dev, i, Cell::Value)
+}
+
+fn dev_cell_prov(dev: &DeviceSeries, i: usize, cell: Cell) -> Provenance {
+    sample_cell_prov(&dev.input, &dev.used, &dev.texts, i, cell, || {
         format!(
             "gpu {} at {}",
             dev.index,
-            dev.clock
-                .format(dev.used.times().get(i).copied().unwrap_or(0))
+            dev.time_text(dev.used.times().get(i).copied().unwrap_or(0))
         )
     })
 }
@@ -69,8 +99,8 @@ fn range_prov(dev: &DeviceSeries, a: usize, b: usize, what: &str) -> Provenance 
         format!(
             "gpu {}, {} .. {} ({what})",
             dev.index,
-            dev.clock.format(s),
-            dev.clock.format(e)
+            dev.time_text(s),
+            dev.time_text(e)
         ),
     )
 }
@@ -226,7 +256,12 @@ impl SeriesAnalysis {
                 // No device series (or none at that time): processes and engines alone.
                 self.orphan_facts(&mut facts, device, t, own_pid);
                 if let Some(ms) = t {
-                    facts.set("series.failure_time", super::time::rfc3339(ms), None);
+                    let naive = self.inputs.iter().any(|i| i.naive_time);
+                    facts.set(
+                        "series.failure_time",
+                        super::time::format_wall(ms, naive),
+                        None,
+                    );
                 }
                 t.map(|ms| At {
                     t: ms,
@@ -390,10 +425,15 @@ impl SeriesAnalysis {
         let v = dev.used.values();
         let (a, last) = (w.start_idx, w.end_idx - 1);
         let timed = dev.clock.is_timed();
-        let first = dev_prov(dev, a);
+        // The device: its index cell where the row has one, else the whole row.
+        let first = dev_cell_prov(dev, a, Cell::Id);
         facts.set("series.device", dev.index, Some(first.clone()));
         if let Some(u) = &dev.uuid {
-            facts.set("series.device_uuid", u.as_str(), Some(first.clone()));
+            let row = Provenance {
+                span: None,
+                ..first.clone()
+            };
+            facts.set("series.device_uuid", u.as_str(), Some(row));
         }
         facts.set(
             "series.samples",
@@ -419,12 +459,16 @@ impl SeriesAnalysis {
             facts.set(
                 "series.failure_gap_seconds",
                 (ft - t[last]).max(0) as f64 / 1000.0,
-                Some(dev_prov(dev, last)),
+                Some(dev_cell_prov(dev, last, Cell::Time)),
             );
         }
         let total = dev.total_bytes;
         if let Some(total) = total {
-            facts.set("series.total_bytes", total, Some(first.clone()));
+            facts.set(
+                "series.total_bytes",
+                total,
+                Some(dev_cell_prov(dev, a, Cell::Total)),
+            );
         }
         let base_prov = dev_prov(dev, w.baseline_idx);
         facts.set(
@@ -480,7 +524,11 @@ impl SeriesAnalysis {
                 };
                 let until = c.fail_t.filter(|_| c.aligned).unwrap_or(t[last]);
                 let secs = (until - t[load]).max(0) as f64 / 1000.0;
-                facts.set("series.seconds_since_load", secs, Some(dev_prov(dev, load)));
+                facts.set(
+                    "series.seconds_since_load",
+                    secs,
+                    Some(dev_cell_prov(dev, load, Cell::Time)),
+                );
             }
         }
         if let Some(g) = &w.growth {
@@ -609,10 +657,7 @@ impl SeriesAnalysis {
             );
         }
         if let Some(ft) = c.fail_t {
-            let text = match dev.clock {
-                Clock::Wall => super::time::rfc3339(ft),
-                other => other.format(ft),
-            };
+            let text = dev.time_text(ft);
             let prov = if c.given { None } else { Some(last_prov) };
             facts.set("series.failure_time", text, prov);
         }
@@ -783,7 +828,7 @@ impl SeriesAnalysis {
         if !e.kv_usage.is_empty() {
             let from = w
                 .pinned_from
-                .map_or(String::new(), |p| format!(" from {}", e.clock.format(p)));
+                .map_or(String::new(), |p| format!(" from {}", e.time_text(p)));
             facts.set(
                 "series.kv_pinned",
                 w.kv_pinned,
@@ -1017,17 +1062,22 @@ fn process_facts(
                 })
         }
     };
-    let prov = |x: &P<'_>, i: usize| {
+    let cell_prov = |x: &P<'_>, i: usize, cell: Cell| {
         let s = &x.p.series;
-        sample_prov(&s.input, &s.used, &s.texts, i, || {
+        sample_cell_prov(&s.input, &s.used, &s.texts, i, cell, || {
             format!("pid {} ({})", s.pid, s.name)
         })
     };
+    let prov = |x: &P<'_>, i: usize| cell_prov(x, i, Cell::Value);
     let mut own_growth = 0.0;
     if let Some(o) = own.and_then(|i| ps.get(i)) {
-        let p0 = prov(o, o.first_i);
+        let p0 = cell_prov(o, o.first_i, Cell::Id);
         facts.set("series.own_process_pid", o.p.pid, Some(p0.clone()));
-        facts.set("series.own_process_name", o.p.name.as_str(), Some(p0));
+        facts.set(
+            "series.own_process_name",
+            o.p.name.as_str(),
+            Some(Provenance { span: None, ..p0 }),
+        );
         if let Some((b, i)) = o.at {
             facts.set("series.own_process_bytes", b, Some(prov(o, i)));
             own_growth = b as f64 - o.start as f64;
@@ -1065,12 +1115,15 @@ fn process_facts(
         } else {
             bytes as f64 - o.start as f64
         };
-        let p0 = prov(o, o.first_i);
+        let p0 = cell_prov(o, o.first_i, Cell::Id);
         facts.set("series.other_process_pid", o.p.pid, Some(p0.clone()));
         facts.set(
             "series.other_process_name",
             o.p.name.as_str(),
-            Some(p0.clone()),
+            Some(Provenance {
+                span: None,
+                ..p0.clone()
+            }),
         );
         facts.set("series.other_process_bytes", bytes, Some(prov(o, i)));
         facts.set(

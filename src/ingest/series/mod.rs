@@ -57,7 +57,7 @@ pub use model::{
 };
 pub use plots::{OomMark, SCRAPE_NOTE};
 pub use sniff::sniff;
-pub use time::parse_log_time;
+pub use time::{format_wall, parse_log_time, read_wall};
 
 /// Limits on what is read whole.
 pub mod limits {
@@ -304,7 +304,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "series.failure_time",
         Unit::Text,
-        "When the failure happened by the series (RFC 3339: the last sample before the drop), or the time given by another input.",
+        "When the failure happened by the series (the last sample before the drop; RFC 3339 with `Z` when the series gave a zone, without a zone when it did not), or the time given by another input.",
     ),
     fact(
         "series.own_process_pid",

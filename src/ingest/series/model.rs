@@ -35,10 +35,18 @@ impl Clock {
         !matches!(self, Clock::Sequence)
     }
 
-    /// Formats a time value of this clock for people.
+    /// Formats a time value of this clock for people; wall times as RFC 3339 UTC (see
+    /// [`Clock::format_as_read`] for times read without a zone).
     pub fn format(self, t: i64) -> String {
+        self.format_as_read(t, false)
+    }
+
+    /// Formats a time value of this clock as its input wrote it: a wall time read without a
+    /// zone (`naive`, nvidia-smi's local time) without one (`2025-09-07T22:33:21.481`), a
+    /// zoned one in UTC with a `Z`.
+    pub fn format_as_read(self, t: i64, naive: bool) -> String {
         match self {
-            Clock::Wall => super::time::rfc3339(t),
+            Clock::Wall => super::time::format_wall(t, naive),
             Clock::Relative => format!("+{:.1} s", t as f64 / 1000.0),
             Clock::Sequence => format!("sample {t}"),
         }
@@ -108,14 +116,52 @@ impl<T: Copy> Track<T> {
     }
 }
 
+/// Where, in a kept line's text, the cells a sample was read from are: byte ranges of the
+/// value (memory used), the device's total, the timestamp and what names the track (the
+/// GPU index, the process id), so evidence can underline the number it quotes rather than
+/// the whole row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cells {
+    pub value: Option<(u32, u32)>,
+    pub total: Option<(u32, u32)>,
+    pub time: Option<(u32, u32)>,
+    pub id: Option<(u32, u32)>,
+}
+
+impl Cells {
+    /// The same cells in the text [`make_text`] keeps of `raw`: shifted past the leading
+    /// whitespace it trims, and dropped where the kept text differs from the raw bytes
+    /// (invalid UTF-8 replaced, or cut) so no span ever points at the wrong characters.
+    fn in_kept(self, raw: &[u8], kept: &str) -> Cells {
+        let lead = raw.iter().take_while(|c| c.is_ascii_whitespace()).count() as u32;
+        let raw_trimmed = crate::ingest::series::time::trim(raw);
+        let fix = |c: Option<(u32, u32)>| {
+            let (a, b) = c?;
+            let (a, b) = (a.checked_sub(lead)?, b.checked_sub(lead)?);
+            let (au, bu) = (a as usize, b as usize);
+            (au < bu
+                && kept.is_char_boundary(au)
+                && kept.is_char_boundary(bu)
+                && raw_trimmed.get(au..bu) == kept.as_bytes().get(au..bu))
+            .then_some((a, b))
+        };
+        Cells {
+            value: fix(self.value),
+            total: fix(self.total),
+            time: fix(self.time),
+            id: fix(self.id),
+        }
+    }
+}
+
 /// Texts of landmark lines of one track (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct LineTexts {
-    /// Line → (text, significance of the change it marks).
-    events: BTreeMap<u32, (Arc<str>, f64)>,
+    /// Line → (text, its cells, significance of the change it marks).
+    events: BTreeMap<u32, (Arc<str>, Cells, f64)>,
     /// Events below this significance are no longer kept (raised when the store is full).
     floor: f64,
-    peak: Option<(u32, Arc<str>)>,
+    peak: Option<(u32, Arc<str>, Cells)>,
 }
 
 /// Landmark texts kept per track before the least significant are dropped.
@@ -126,17 +172,28 @@ const MAX_TEXT_CHARS: usize = 400;
 impl LineTexts {
     /// Text of `line`, if it was kept.
     pub fn get(&self, line: u64) -> Option<Arc<str>> {
+        self.get_with_cells(line).map(|(t, _)| t)
+    }
+
+    /// Text of `line`, if it was kept, and where its cells are in it.
+    pub fn get_with_cells(&self, line: u64) -> Option<(Arc<str>, Cells)> {
         let l = u32::try_from(line).ok()?;
-        if let Some((pl, t)) = &self.peak {
+        if let Some((pl, t, c)) = &self.peak {
             if *pl == l {
-                return Some(t.clone());
+                return Some((t.clone(), *c));
             }
         }
-        self.events.get(&l).map(|(t, _)| t.clone())
+        self.events.get(&l).map(|(t, c, _)| (t.clone(), *c))
     }
 
     /// Keeps a line's text with a significance (`f64::INFINITY` for must-keep lines).
+    #[cfg(test)]
     pub(crate) fn keep(&mut self, line: u64, text: &[u8], significance: f64) {
+        self.keep_cells(line, text, Cells::default(), significance);
+    }
+
+    /// Keeps a line's text and its cells (byte ranges in `text`) with a significance.
+    pub(crate) fn keep_cells(&mut self, line: u64, text: &[u8], cells: Cells, significance: f64) {
         if significance < self.floor {
             return;
         }
@@ -144,25 +201,29 @@ impl LineTexts {
         if self.events.contains_key(&l) {
             return;
         }
-        self.events.insert(l, (make_text(text), significance));
+        let kept = make_text(text);
+        let cells = cells.in_kept(text, &kept);
+        self.events.insert(l, (kept, cells, significance));
         if self.events.len() > MAX_TEXTS {
             // Keep the most significant half: raise the bar to the median significance.
-            let mut sig: Vec<f64> = self.events.values().map(|(_, s)| *s).collect();
+            let mut sig: Vec<f64> = self.events.values().map(|(_, _, s)| *s).collect();
             let k = sig.len() - MAX_TEXTS / 2;
             sig.select_nth_unstable_by(k, f64::total_cmp);
             let floor = sig.get(k).copied().unwrap_or(f64::INFINITY).max(self.floor);
-            self.events.retain(|_, (_, s)| *s >= floor);
+            self.events.retain(|_, (_, _, s)| *s >= floor);
             if self.events.len() > MAX_TEXTS {
                 // All ties: drop the tied level too, so the store always shrinks.
-                self.events.retain(|_, (_, s)| *s > floor);
+                self.events.retain(|_, (_, _, s)| *s > floor);
             }
             self.floor = floor;
         }
     }
 
-    pub(crate) fn keep_peak(&mut self, line: u64, text: &[u8]) {
+    pub(crate) fn keep_peak(&mut self, line: u64, text: &[u8], cells: Cells) {
         let l = u32::try_from(line).unwrap_or(u32::MAX);
-        self.peak = Some((l, make_text(text)));
+        let kept = make_text(text);
+        let cells = cells.in_kept(text, &kept);
+        self.peak = Some((l, kept, cells));
     }
 
     /// Lines whose text is kept.
@@ -199,6 +260,8 @@ pub struct DeviceSeries {
     pub host: Option<String>,
     pub input: InputName,
     pub clock: Clock,
+    /// Wall times were read without a zone (see [`Clock::format_as_read`]).
+    pub naive_time: bool,
     /// Device capacity: the largest total the input reported (`memory.total`, FB_TOTAL,
     /// or used + free).
     pub total_bytes: Option<u64>,
@@ -216,6 +279,8 @@ pub struct ProcessSeries {
     pub name: String,
     pub input: InputName,
     pub clock: Clock,
+    /// Wall times were read without a zone (see [`Clock::format_as_read`]).
+    pub naive_time: bool,
     pub used: Track<u64>,
     pub texts: LineTexts,
 }
@@ -227,6 +292,8 @@ pub struct EngineSeries {
     pub label: String,
     pub input: InputName,
     pub clock: Clock,
+    /// Wall times were read without a zone (see [`Clock::format_as_read`]).
+    pub naive_time: bool,
     /// KV cache usage, 0..1.
     pub kv_usage: Track<f32>,
     pub requests_running: Track<f32>,
@@ -236,7 +303,26 @@ pub struct EngineSeries {
     pub texts: LineTexts,
 }
 
+impl DeviceSeries {
+    /// A time of this series as its input wrote it (see [`Clock::format_as_read`]).
+    pub fn time_text(&self, t: i64) -> String {
+        self.clock.format_as_read(t, self.naive_time)
+    }
+}
+
+impl ProcessSeries {
+    /// A time of this series as its input wrote it (see [`Clock::format_as_read`]).
+    pub fn time_text(&self, t: i64) -> String {
+        self.clock.format_as_read(t, self.naive_time)
+    }
+}
+
 impl EngineSeries {
+    /// A time of this series as its input wrote it (see [`Clock::format_as_read`]).
+    pub fn time_text(&self, t: i64) -> String {
+        self.clock.format_as_read(t, self.naive_time)
+    }
+
     pub fn samples(&self) -> usize {
         self.kv_usage.len()
             + self.requests_running.len()

@@ -169,7 +169,7 @@ impl SeriesAnalysis {
             input: d.input.to_string(),
             device: Some(d.index),
             label: label(d),
-            start: (d.clock == Clock::Wall).then(|| super::time::rfc3339(t0)),
+            start: (d.clock == Clock::Wall).then(|| d.series.time_text(t0)),
             points,
             total_bytes: d.total_bytes,
             marks,

@@ -674,7 +674,10 @@ fn gpu_row(
         }
     }
     let t = t.unwrap_or_else(|| b.device_seq(slot));
-    b.push_device(slot, t, used, total, line, &Fields(rec, ","))
+    // The cells the evidence quotes: memory.used (or, when it is derived, memory.free),
+    // memory.total, the timestamp, the GPU index.
+    let text = Fields(rec, ",").marked(l.used.or(l.free), l.total, l.ts, l.index);
+    b.push_device(slot, t, used, total, line, &text)
 }
 
 impl Fields<'_> {
@@ -965,7 +968,7 @@ fn apps_row(
         pid,
         &name,
     );
-    b.push_process(slot, t, used, line, &text)
+    b.push_process(slot, t, used, line, &text.marked(l.used, None, l.ts, l.pid))
 }
 
 #[cfg(test)]

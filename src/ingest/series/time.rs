@@ -323,6 +323,26 @@ pub(crate) fn rfc3339(ms: i64) -> String {
     }
 }
 
+/// Formats epoch milliseconds as the input wrote the time: RFC 3339 UTC for a zoned time
+/// (`2025-09-07T22:33:21.481Z`), the same without the `Z` for a time read without a zone
+/// (`naive`: nvidia-smi's local wall time), which must not be shown as if it were UTC.
+pub fn format_wall(ms: i64, naive: bool) -> String {
+    let s = rfc3339(ms);
+    match s.strip_suffix('Z') {
+        Some(bare) if naive => bare.to_string(),
+        _ => s,
+    }
+}
+
+/// Reads a time written by [`format_wall`] (or any RFC 3339 / ISO 8601 time): the instant
+/// (naive times read as UTC) and whether it had no zone.
+pub fn read_wall(text: &str) -> Option<(DateTime<chrono::Utc>, bool)> {
+    match TimeParser::new().parse(text.trim().as_bytes(), EpochUnit::Auto)? {
+        Stamp::Wall { ms, naive } => Some((DateTime::from_timestamp_millis(ms)?, naive)),
+        Stamp::Relative { .. } => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,5 +447,12 @@ mod tests {
     fn formats_rfc3339() {
         assert_eq!(rfc3339(T0), "2025-09-07T22:33:21Z");
         assert_eq!(rfc3339(T0 + 481), "2025-09-07T22:33:21.481Z");
+        // A time read without a zone is written without one, and reads back the same.
+        assert_eq!(format_wall(T0 + 481, true), "2025-09-07T22:33:21.481");
+        assert_eq!(format_wall(T0, false), "2025-09-07T22:33:21Z");
+        for naive in [true, false] {
+            let (t, n) = read_wall(&format_wall(T0 + 481, naive)).unwrap();
+            assert_eq!((t.timestamp_millis(), n), (T0 + 481, naive));
+        }
     }
 }

@@ -291,6 +291,137 @@ fn explain_lists_topics_and_suggests_near_names() {
     );
 }
 
+/// The column, in display characters, where `needle` starts in `line`.
+fn col(line: &str, needle: &str) -> usize {
+    line[..line
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} in {line:?}"))]
+        .chars()
+        .count()
+}
+
+#[test]
+fn nvidia_smi_values_are_underlined_where_they_are() {
+    let root = Path::new(ROOT);
+    // The leak series: every evidence row of it, its label's underline under the cell.
+    let out = run_in(
+        root,
+        &["fixtures/series/smi-leak-2gpu.csv", "--color", "never"],
+        &[],
+    );
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut checked = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if !l.contains(" │ ") || !l.contains("MiB") {
+            continue;
+        }
+        let (Some(under), Some(label)) = (lines.get(i + 1), lines.get(i + 2)) else {
+            continue;
+        };
+        let (Some(a), Some(b)) = (under.find('─'), under.rfind('─')) else {
+            continue;
+        };
+        let (from, to) = (under[..a].chars().count(), under[..b].chars().count() + 1);
+        let shown: String = l.chars().skip(from).take(to - from).collect();
+        let expect = if label.contains("used at failure") {
+            "23006 MiB"
+        } else if label.contains("total") {
+            "23028 MiB"
+        } else if label.contains("since load") {
+            "2025/09/07 22:00:34.115"
+        } else {
+            continue;
+        };
+        assert_eq!(shown, expect, "underline of {label:?}:\n{l}\n{under}");
+        assert_eq!(from, col(l, expect));
+        checked += 1;
+    }
+    assert_eq!(checked, 3, "{text}");
+    // The per-process table (`--query-compute-apps`) too: its value is `used_memory`.
+    let d = tmp("smi-span");
+    let apps = d.join("apps.csv");
+    let mut csv = String::from("timestamp, gpu_uuid, pid, process_name, used_gpu_memory [MiB]\n");
+    for k in 0..40 {
+        csv += &format!(
+            "2025/09/07 21:{:02}:00.000, GPU-aaaa, 4242, python, {} MiB\n",
+            k,
+            1000 + k * 500
+        );
+    }
+    std::fs::write(&apps, csv).unwrap();
+    let json = stdout(&run_in(&d, &["apps.csv", "-f", "json"], &[]));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let excerpts = v["excerpts"].as_array().cloned().unwrap_or_default();
+    let mut spans = 0;
+    for inc in v["incidents"].as_array().unwrap() {
+        for (name, f) in inc["facts"].as_object().unwrap() {
+            for s in f["sources"].as_array().into_iter().flatten() {
+                let (Some(line), Some(span)) = (s["line"].as_u64(), s["span"].as_array()) else {
+                    continue;
+                };
+                let text = excerpts
+                    .iter()
+                    .find(|e| e["input"] == s["input"] && e["line"] == line)
+                    .and_then(|e| e["text"].as_str())
+                    .unwrap_or_else(|| panic!("no excerpt for {name}"));
+                let (a, b) = (
+                    span[0].as_u64().unwrap() as usize,
+                    span[1].as_u64().unwrap() as usize,
+                );
+                let cell = &text[a..b];
+                assert!(
+                    cell.ends_with(" MiB") || cell.starts_with("2025/09/07"),
+                    "{name}: span {a}..{b} is {cell:?} in {text:?}"
+                );
+                spans += 1;
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+    let _ = spans; // a single process's climb may raise no incident; the leak series did.
+}
+
+#[test]
+fn naive_times_are_shown_without_a_zone_in_every_format() {
+    let root = Path::new(ROOT);
+    let naive = "fixtures/series/smi-leak-2gpu.csv"; // nvidia-smi: local time, no zone
+    let zoned = "fixtures/series/dcgm-leak.prom"; // epoch milliseconds: UTC
+    for format in ["human", "markdown", "json", "html"] {
+        let out = run_in(
+            root,
+            &[naive, "-f", format, "-o", "-", "--color", "never"],
+            &[],
+        );
+        let text = stdout(&out);
+        assert!(text.contains("2025-09-08"), "{format}: {text:.400}");
+        for (i, _) in text.match_indices("2025-09-0") {
+            let t = &text[i..(i + 30).min(text.len())];
+            let end = t
+                .find(|c: char| !(c.is_ascii_digit() || "-:.T ".contains(c)))
+                .unwrap_or(t.len());
+            assert!(
+                !t[end..].starts_with('Z') && !t[..end].ends_with(" UTC"),
+                "{format}: a naive time shown with a zone: {t:?}"
+            );
+        }
+        let out = run_in(
+            root,
+            &[zoned, "-f", format, "-o", "-", "--color", "never"],
+            &[],
+        );
+        let text = stdout(&out);
+        let zoned_times = text.matches("Z ..").count()
+            + text.matches(" UTC").count()
+            + text.matches("Z\"").count()
+            + text.matches("Z)").count();
+        assert!(
+            zoned_times > 0,
+            "{format}: a zoned time keeps its zone: {text:.600}"
+        );
+    }
+}
+
 #[test]
 fn small_things() {
     let d = tmp("small");

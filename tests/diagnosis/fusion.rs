@@ -279,7 +279,7 @@ fn a_series_alone_shows_an_incident() {
         Some("series: the device filled 5.5 h after the load ramp ended")
     );
     assert_eq!(inc.location.input, LEAK_SERIES);
-    assert_eq!(inc.timestamp.as_deref(), Some("2025-09-08T03:28:44.115Z"));
+    assert_eq!(inc.timestamp.as_deref(), Some("2025-09-08T03:28:44.115"));
     let mut out = Vec::new();
     let mut err = Vec::new();
     let mut io = oomdoctor::cli::app::Io {

@@ -3,7 +3,7 @@
 //! an input, a report saved into a diagnosed directory is not read back, an unreadable
 //! input never prints "no incident found", and special files are skipped, not read.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

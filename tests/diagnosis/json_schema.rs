@@ -1,8 +1,10 @@
-//! The JSON output conforms to `schema/diagnosis-v1.json`, checked with a small validator
-//! for the keywords that schema uses (type, const, enum, required, properties, items,
-//! additionalProperties, $ref, minimum, maximum, pattern).
+//! The JSON outputs conform to their schemas: `--format json` to `schema/diagnosis-v1.json`,
+//! `plan --format json` to `schema/plan-v1.json`, `bundle --format json` to
+//! `schema/bundle-v1.json`; checked with a small validator for the keywords those schemas use
+//! (type, const, enum, required, properties, items, additionalProperties, $ref to a local
+//! definition or to a sibling schema file, minimum, maximum, pattern).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 
@@ -26,6 +28,11 @@ fn type_ok(t: &str, v: &Value) -> bool {
 
 fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
     if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+        if !r.starts_with('#') {
+            // Another schema of this directory (the bundle embeds the diagnosis).
+            let other = load_schema(r);
+            return validate(&other, &other, v, at, errors);
+        }
         return validate(root, resolve(root, r), v, at, errors);
     }
     if let Some(t) = schema.get("type") {
@@ -99,7 +106,7 @@ fn validate(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<
 
 #[test]
 fn every_fixture_output_matches_the_schema() {
-    let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
+    let root: Value = serde_json::from_str(include_str!("../../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let mut checked = 0;
@@ -156,7 +163,7 @@ fn every_fixture_output_matches_the_schema() {
 
 #[test]
 fn optional_fields_match_the_schema_and_stay_optional() {
-    let root: Value = serde_json::from_str(include_str!("../schema/diagnosis-v1.json")).unwrap();
+    let root: Value = serde_json::from_str(include_str!("../../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let (mut d, _) = oomdoctor::cli::app::diagnose_inputs(
@@ -200,13 +207,129 @@ fn optional_fields_match_the_schema_and_stay_optional() {
     assert_eq!(v["repeats"][0]["locations"][1]["input"], "rank1.log");
 }
 
+fn load_schema(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schema")
+        .join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// Validates the standard output of one run of the binary against a schema file.
+fn check_output(schema: &Value, args: &[&str], errors_out: &mut Vec<String>) {
+    let out = common::run_bin(args);
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON: {e}"));
+    let mut errors = Vec::new();
+    validate(schema, schema, &v, "$", &mut errors);
+    errors_out.extend(errors.into_iter().map(|e| format!("{args:?}: {e}")));
+}
+
+#[test]
+fn schemas_are_versioned_like_the_diagnosis_schema() {
+    for (file, version_key) in [
+        ("diagnosis-v1.json", "schema_version"),
+        ("plan-v1.json", "schema_version"),
+        ("bundle-v1.json", "bundle_version"),
+    ] {
+        let s = load_schema(file);
+        assert!(
+            s["$id"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("/schema/{file}"))
+        );
+        assert_eq!(s["properties"][version_key]["const"], 1, "{file}");
+        assert!(
+            s["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r == version_key),
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn plan_output_matches_its_schema() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let schema = load_schema("plan-v1.json");
+    let mut errors = Vec::new();
+    let mut checked = 0;
+    let mut models: Vec<String> = std::fs::read_dir("fixtures/models")
+        .unwrap()
+        .flatten()
+        .map(|f| f.path().display().to_string())
+        .collect();
+    models.sort();
+    for model in &models {
+        for (gpu, extra) in [
+            ("a10g", &[][..]),
+            ("rtx4090", &["--explain"][..]),
+            (
+                "2xa100-80gb",
+                &["--context", "8192", "--concurrency", "4"][..],
+            ),
+            (
+                "8GiB",
+                &["--engine", "llamacpp", "--kv-cache-dtype", "q8_0"][..],
+            ),
+            ("h100", &["--engine", "vllm", "--quantization", "fp8"][..]),
+        ] {
+            let mut args = vec!["plan", "--model", model, "--gpu", gpu, "--format", "json"];
+            args.extend_from_slice(extra);
+            check_output(&schema, &args, &mut errors);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "{checked}");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn bundle_output_matches_its_schema() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let schema = load_schema("bundle-v1.json");
+    let mut errors = Vec::new();
+    let mut inputs: Vec<Vec<String>> = glob_logs("rules")
+        .into_iter()
+        .step_by(7)
+        .map(|f| vec![f])
+        .collect();
+    inputs.push(vec![
+        "rules/series-steady-growth/fires-ambiguous-log-and-smi".to_string(),
+    ]);
+    inputs.push(vec![
+        "rules/torch-activations/fires-log-and-snapshot/crash.log".to_string(),
+        "rules/torch-activations/fires-log-and-snapshot/dump_snapshot.pickle".to_string(),
+    ]);
+    inputs.push(vec!["fixtures/series/smi-leak-2gpu.csv".to_string()]);
+    for input in &inputs {
+        let mut args = vec!["bundle", "--format", "json"];
+        args.extend(input.iter().map(String::as_str));
+        check_output(&schema, &args, &mut errors);
+    }
+    assert!(inputs.len() > 10);
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
 fn glob_logs(dir: &str) -> Vec<String> {
     let mut out = Vec::new();
     for rule in std::fs::read_dir(dir).unwrap().flatten() {
         if rule.path().is_dir() {
             for f in std::fs::read_dir(rule.path()).unwrap().flatten() {
                 let p = f.path();
-                if p.is_file() {
+                let name = f.file_name().to_string_lossy().into_owned();
+                // A rule folder's cases; not its rule.toml or snapshots.
+                let case = ["fires-", "near-miss-", "not-oom-"]
+                    .iter()
+                    .any(|k| name.starts_with(k));
+                if p.is_file() && case {
                     out.push(p.display().to_string());
                 }
             }

@@ -132,9 +132,10 @@ fn leak_on_gpu1_over_hours_ends_in_a_crash_drop() {
     );
     assert!(!flag(&facts, "series.flat_high"));
     assert_eq!(num(&facts, "series.total_bytes"), 23028.0 * MIB);
+    // nvidia-smi writes local time without a zone: shown without one, never as UTC.
     assert_eq!(
         text(&facts, "series.failure_time"),
-        "2025-09-08T03:28:44.115Z"
+        "2025-09-08T03:28:44.115"
     );
     // Provenance: the facts point at the nvidia-smi rows they came from.
     assert_eq!(
@@ -143,6 +144,15 @@ fn leak_on_gpu1_over_hours_ends_in_a_crash_drop() {
     );
     assert!(source_text(&facts, "series.baseline_bytes").starts_with("2025/09/07 22:0"));
     assert!(source_text(&facts, "series.crash_drop").contains(", 1, NVIDIA A10G, 0 MiB"));
+    // Each number's span is its own cell of the row: memory.used, memory.total, the time.
+    let cell = |name: &str| {
+        let src = &facts.get(name).unwrap().sources[0];
+        let (a, b) = src.span.unwrap_or_else(|| panic!("{name}: no span"));
+        src.text.as_deref().unwrap()[a..b].to_string()
+    };
+    assert_eq!(cell("series.used_at_failure_bytes"), "23006 MiB");
+    assert_eq!(cell("series.total_bytes"), "23028 MiB");
+    assert!(cell("series.seconds_since_load").starts_with("2025/09/07 22:0"));
 
     // GPU 0 ran a healthy job the whole time.
     let g0 = a.facts_for(Some(0), None);
@@ -487,7 +497,10 @@ fn the_analysis_serialises_downsampled_points_for_plots() {
         assert_eq!(d["points"]["max"].as_array().unwrap().len(), n);
         assert!(d["points"]["max"][0].is_u64(), "integer bytes");
     }
-    assert_eq!(v["failures"][0]["time"], "2025-09-08T03:28:44.115Z");
+    assert_eq!(
+        v["failures"][0]["time"], "2025-09-08T03:28:44.115",
+        "naive, as written"
+    );
     assert_eq!(
         v["failures"][0]["facts"]["series.crash_drop"]["value"],
         true

@@ -3,12 +3,11 @@
 //! buffer; truncation anywhere names the byte offset; a decompression bomb stops after one
 //! buffer; structures shared by memo are paid for once, however often they are referenced.
 
-mod common;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::common;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::ingest::snapshot::pickle::{Handle, Pickle, PickleError, PickleLimits, Value};
 use oomdoctor::ingest::snapshot::{SnapshotError, read_snapshot, read_snapshot_from, schema};

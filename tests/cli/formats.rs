@@ -5,7 +5,7 @@
 //! one is installed). Then directory inputs, `--fail-on`, fingerprints, bundles with
 //! redaction, completions and the man page.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -1069,6 +1069,48 @@ fn completions_and_man_page() {
     let man = stdout(&out);
     assert!(man.contains(".TH oomdoctor 1"), "{man:.300}");
     assert!(man.contains("fail\\-on") && man.contains("bundle"));
+    // One page per subcommand: `plan`'s options are documented in `oomdoctor-plan.1`.
+    let out = run(&["man", "plan"]);
+    assert_eq!(out.status.code(), Some(0));
+    let plan = stdout(&out);
+    assert!(plan.contains(".TH oomdoctor-plan 1"), "{plan:.300}");
+    assert!(
+        plan.contains("\\-\\-gpu") && plan.contains("\\-\\-model"),
+        "{plan}"
+    );
+    assert!(
+        man.contains("oomdoctor\\-plan(1)"),
+        "the main page refers to it"
+    );
+    assert_eq!(run(&["man", "nope"]).status.code(), Some(2));
+    let dir = common::tmp_dir("formats", "man");
+    let out = run(&["man", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for page in [
+        "oomdoctor.1",
+        "oomdoctor-plan.1",
+        "oomdoctor-bundle.1",
+        "oomdoctor-explain.1",
+        "oomdoctor-rules.1",
+        "oomdoctor-facts.1",
+        "oomdoctor-completions.1",
+        "oomdoctor-man.1",
+    ] {
+        let text =
+            std::fs::read_to_string(dir.join(page)).unwrap_or_else(|e| panic!("{page}: {e}"));
+        assert!(text.starts_with(".ie") || text.contains(".TH"), "{page}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("oomdoctor-plan.1")).unwrap(),
+        plan,
+        "the page in the directory is the one `man plan` prints"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(run(&["completions", "tcsh"]).status.code(), Some(2));
     // Listings keep their own two formats.
     assert_eq!(run(&["rules", "--format", "sarif"]).status.code(), Some(2));

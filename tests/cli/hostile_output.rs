@@ -3,7 +3,7 @@
 //! with C0/C1 controls made visible (or escaped losslessly in JSON and XML), and the GitHub
 //! output never lets input text start a workflow command.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 

@@ -10,6 +10,10 @@
 //! `bench/series_bench.sh` generates 10 million samples of each and records wall time and
 //! peak memory with `/usr/bin/time`.
 
+#[path = "../tests/common/rng.rs"]
+mod rng;
+
+use rng::Rng;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::sync::Arc;
@@ -48,20 +52,6 @@ fn generate(
     );
     f(&mut out, n).map_err(|e| e.to_string())?;
     out.flush().map_err(|e| e.to_string())
-}
-
-/// A small deterministic generator (xorshift), so the benchmark needs no crate.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn noise(&mut self, amp: i64) -> i64 {
-        (self.next() % (2 * amp as u64 + 1)) as i64 - amp
-    }
 }
 
 /// nvidia-smi `--query-gpu=timestamp,index,name,memory.used,memory.total,memory.free

@@ -565,11 +565,15 @@ fn ray_fit(f: &mut Facts) {
 fn vllm(f: &mut Facts) {
     // vLLM's default budget is 0.9 in every version; when the log shows vLLM ran but not
     // the setting, the default was in force. Its source is the line that names the version.
+    // Filled here once, so rules read `vllm.gpu_memory_utilization` instead of each
+    // repeating the default.
     if !f.contains("vllm.gpu_memory_utilization") {
         if f.contains("vllm.version") {
             f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.version"]);
         } else if f.contains("vllm.v1") {
             f.derive("vllm.gpu_memory_utilization", 0.9, &["vllm.v1"]);
+        } else if f.str("engine") == Some(crate::facts::engine::id::VLLM) {
+            f.derive("vllm.gpu_memory_utilization", 0.9, &["engine"]);
         }
     }
     if !f.contains("vllm.kv_cache_tokens") {

@@ -4,6 +4,10 @@
 
 #![allow(dead_code)]
 
+pub mod rng;
+
+pub use rng::Rng;
+
 use oomdoctor::render::plot::{
     Block, BlockState, CategoryBytes, MarkKind, Segment, SeriesMark, SeriesPlot, SiteBytes,
     SnapshotPlot,
@@ -31,20 +35,6 @@ pub fn tmp_dir(suite: &str, name: &str) -> std::path::PathBuf {
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
-
-/// A tiny deterministic generator (xorshift64).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// Two GPUs over 40 minutes: a training step's sawtooth on a slow creep, until GPU 1 runs
 /// out; a restart mark early on.

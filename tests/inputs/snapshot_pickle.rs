@@ -9,25 +9,11 @@
 
 use std::sync::Arc;
 
+use crate::common::Rng;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::ingest::snapshot::pickle::{Handle, Pickle, PickleError, PickleLimits, Value};
 use oomdoctor::ingest::snapshot::{SnapshotError, read_snapshot};
 use serde_pickle::{DeOptions, HashableValue, SerOptions, Value as Oracle};
-
-/// Deterministic xorshift: tests must not depend on a random seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn random_string(rng: &mut Rng) -> String {
     const PIECES: &[&str] = &[

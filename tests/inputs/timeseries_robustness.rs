@@ -4,24 +4,10 @@
 
 use std::sync::Arc;
 
+use crate::common::Rng;
 use chrono::DateTime;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::ingest::series::{self, SeriesFormat, SeriesSet};
-
-/// A small deterministic generator, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn series_text(rng: &mut Rng) -> String {
     let n = rng.below(120) as usize;

@@ -47,7 +47,7 @@ fn out_of_memory(size: usize) -> ! {
     use std::io::Write;
     let mut buf = [0u8; 1024];
     let mut w = &mut buf[..];
-    let (name, at) = oomdoctor::cli::app::reading_now();
+    let (name, at) = oomdoctor::cli::diagnose::reading_now();
     let _ = match name {
         Some(name) => writeln!(
             w,

@@ -6,7 +6,7 @@
 //! two causes, the incident says so and names what would. Written by us in those shapes
 //! (`fixtures/pastes/`).
 
-use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
 use oomdoctor::diagnosis::rules::{Direction, RuleSet};
 

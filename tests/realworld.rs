@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
 use oomdoctor::diagnosis::rules::RuleSet;
 

@@ -1,7 +1,10 @@
 //! The command line, declared with clap. Parsing only: [`crate::cli::app`] does the work.
 
 pub mod app;
+pub mod bundle;
 pub mod config;
+pub mod diagnose;
+pub mod explain;
 
 use std::path::PathBuf;
 

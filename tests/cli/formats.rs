@@ -447,7 +447,7 @@ fn network_refs(html: &str) -> Vec<String> {
 fn html_with_plots() -> String {
     std::env::set_current_dir(root()).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
-    let (mut d, _) = oomdoctor::cli::app::diagnose_inputs(
+    let (mut d, _) = oomdoctor::cli::diagnose::diagnose_inputs(
         &[FRAG.to_string(), LEAK.to_string()],
         &rules,
         &Default::default(),

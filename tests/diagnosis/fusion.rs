@@ -1,6 +1,6 @@
 //! Several inputs about one incident give one incident drawing on all of them.
 
-use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::rules::RuleSet;
 
 fn diagnose(inputs: &[&str]) -> oomdoctor::diagnosis::report::Diagnosis {
@@ -370,7 +370,7 @@ fn near_misses_make_no_incident() {
         let d = diagnose(&[input]);
         assert!(d.incidents.is_empty(), "{input}: {:?}", d.incidents);
         assert_eq!(
-            oomdoctor::cli::app::exit_status(&d, &Default::default(), false),
+            oomdoctor::cli::diagnose::exit_status(&d, &Default::default(), false),
             oomdoctor::cli::app::Exit::Clean
         );
         let text = human(&d);
@@ -483,7 +483,7 @@ fn an_unreadable_series_is_an_input_error_and_the_others_are_still_read() {
     assert_eq!(d.errors[0].input, bad);
     assert_eq!(d.incidents.len(), 1, "the log is still diagnosed");
     assert_eq!(
-        oomdoctor::cli::app::exit_status(&d, &Default::default(), false),
+        oomdoctor::cli::diagnose::exit_status(&d, &Default::default(), false),
         oomdoctor::cli::app::Exit::Error
     );
     // A log forced to be read as a series is refused with a hint, not misread.

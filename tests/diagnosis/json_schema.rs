@@ -111,7 +111,7 @@ fn every_fixture_output_matches_the_schema() {
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
     let mut checked = 0;
     for entry in glob_logs("rules") {
-        let (d, _) = oomdoctor::cli::app::diagnose_inputs(
+        let (d, _) = oomdoctor::cli::diagnose::diagnose_inputs(
             std::slice::from_ref(&entry),
             &rules,
             &Default::default(),
@@ -135,7 +135,7 @@ fn every_fixture_output_matches_the_schema() {
             .collect();
         inputs.sort();
         let (d, _) =
-            oomdoctor::cli::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
+            oomdoctor::cli::diagnose::diagnose_inputs(&inputs, &rules, &Default::default(), None);
         let v = serde_json::to_value(&d).unwrap();
         let mut errors = Vec::new();
         validate(&root, &root, &v, "$", &mut errors);
@@ -153,7 +153,7 @@ fn every_fixture_output_matches_the_schema() {
         ],
     ] {
         let (d, _) =
-            oomdoctor::cli::app::diagnose_inputs(&inputs, &rules, &Default::default(), None);
+            oomdoctor::cli::diagnose::diagnose_inputs(&inputs, &rules, &Default::default(), None);
         let v = serde_json::to_value(&d).unwrap();
         let mut errors = Vec::new();
         validate(&root, &root, &v, "$", &mut errors);
@@ -166,7 +166,7 @@ fn optional_fields_match_the_schema_and_stay_optional() {
     let root: Value = serde_json::from_str(include_str!("../../schema/diagnosis-v1.json")).unwrap();
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
     let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
-    let (mut d, _) = oomdoctor::cli::app::diagnose_inputs(
+    let (mut d, _) = oomdoctor::cli::diagnose::diagnose_inputs(
         &["rules/torch-fragmentation/fires-hf-trainer-2ranks.log".to_string()],
         &rules,
         &Default::default(),

@@ -4,7 +4,7 @@
 
 use std::io::Cursor;
 
-use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::Diagnosis;
 use oomdoctor::diagnosis::rules::RuleSet;
 use oomdoctor::ingest::log::grouping::analyze_log;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use oomdoctor::cli::app::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::Diagnosis;
 use oomdoctor::diagnosis::rules::RuleSet;
 

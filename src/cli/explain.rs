@@ -15,7 +15,7 @@ pub fn explain_topics(rules: &RuleSet) -> String {
         let _ = writeln!(out, "  {:<24} {}", c.id(), c.title());
     }
     let _ = writeln!(out, "\nPhases:");
-    for (p, _) in crate::incident::phase::PHASES {
+    for (p, _) in crate::facts::phase::PHASES {
         let _ = writeln!(out, "  {p}");
     }
     let _ = writeln!(
@@ -33,7 +33,7 @@ pub(crate) fn did_you_mean(id: &str, rules: &RuleSet) -> Vec<String> {
     let id = id.to_ascii_lowercase();
     let mut topics: Vec<String> = Cause::ALL.iter().map(|c| c.id().to_string()).collect();
     topics.extend(
-        crate::incident::phase::PHASES
+        crate::facts::phase::PHASES
             .iter()
             .map(|(p, _)| p.to_string()),
     );
@@ -104,10 +104,7 @@ pub fn explain(id: &str, rules: &RuleSet) -> Option<String> {
         }
         return Some(out);
     }
-    if let Some((p, doc)) = crate::incident::phase::PHASES
-        .iter()
-        .find(|(p, _)| *p == id)
-    {
+    if let Some((p, doc)) = crate::facts::phase::PHASES.iter().find(|(p, _)| *p == id) {
         let _ = writeln!(out, "phase {p}: {doc}");
         return Some(out);
     }

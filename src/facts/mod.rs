@@ -11,4 +11,5 @@ pub mod catalog;
 pub mod derive;
 pub mod engine;
 pub mod evidence;
+pub mod phase;
 pub mod units;

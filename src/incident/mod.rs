@@ -7,7 +7,6 @@
 //! ([`Incident::derived_facts`]) and diagnosed.
 
 pub mod fusion;
-pub mod phase;
 pub mod timeline;
 
 use std::collections::BTreeSet;
@@ -76,7 +75,7 @@ impl Incident {
             time_hint: None,
             pid: None,
             facts,
-            phase: phase::id::UNKNOWN,
+            phase: crate::facts::phase::id::UNKNOWN,
             from_wrapper: false,
             run: 0,
             signature,

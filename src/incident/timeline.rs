@@ -5,16 +5,16 @@
 //! Each ingest stage only records its *reading*; this stage weighs them, strongest first:
 //!
 //! 1. the log's reading (traceback frames, the latest phase marker, progress counters:
-//!    [`super::phase::decide`], taken when the log's failures were grouped), when it knows;
+//!    [`crate::ingest::log::phase::decide`], taken when the log's failures were grouped), when it knows;
 //! 2. the snapshot's failing allocation: what it was for (an optimizer state is the
 //!    optimizer step, a weight is the load);
 //! 3. the series' timing: still ramping up from idle (loading), shortly after the load ramp
 //!    (the first steps or requests), or later.
 
 use crate::facts::evidence::Facts;
+use crate::facts::phase::{self, id};
 use crate::facts::units::format_bytes_f;
 use crate::incident::Incident;
-use crate::incident::phase::{self, id};
 
 /// Settles an incident's phase from the readings its fused facts hold.
 pub fn settle_phase(inc: &mut Incident) {

@@ -22,7 +22,8 @@ use crate::ingest::log::clean::{CleanLine, clean_line, split_packed, strip_prefi
 use crate::ingest::log::engines::{self, Emit, Failure, Observation, PhaseMark, Record};
 use crate::ingest::log::scanner::{Hit, LineSink, lines_back};
 
-use crate::incident::{Incident, phase};
+use crate::incident::Incident;
+use crate::ingest::log::phase;
 
 /// Failures this many lines apart or closer belong to one incident.
 pub const MERGE_WINDOW: u64 = 400;
@@ -113,7 +114,9 @@ impl LogAnalyzer {
                 // A marker on the failure's own line (a server's request span around the
                 // error) says when that failure hit, when nothing else did.
                 if let Some(inc) = self.incidents.last_mut().filter(|i| {
-                    i.run == self.run && i.last_line == hit.line_no && i.phase == phase::id::UNKNOWN
+                    i.run == self.run
+                        && i.last_line == hit.line_no
+                        && i.phase == crate::facts::phase::id::UNKNOWN
                 }) {
                     inc.phase = phase::of_mark(p);
                     inc.facts.set("phase", inc.phase, Some(rec.prov.clone()));
@@ -270,10 +273,10 @@ impl LogAnalyzer {
             // during processing !!!`, loggers that log `str(e)` and then the stack): the
             // frames sit above the restatement, not above the first line. A phase the first
             // line could not decide is decided from the restatement's lines.
-            if inc.phase == phase::id::UNKNOWN {
+            if inc.phase == crate::facts::phase::id::UNKNOWN {
                 let preceding = preceding_lines(hit, prov.text.as_deref());
                 let decision = phase::decide(&preceding, None);
-                if decision.phase != phase::id::UNKNOWN {
+                if decision.phase != crate::facts::phase::id::UNKNOWN {
                     inc.phase = decision.phase;
                     set_phase_facts(&mut inc.facts, &decision, &prov);
                 }
@@ -312,10 +315,10 @@ impl LogAnalyzer {
         let mut decision = phase::decide(&preceding, marker);
         // An engine refusing to start because its KV cache or budget does not fit is a
         // start-up check by definition, whatever the lines around it say.
-        if decision.phase == phase::id::UNKNOWN
+        if decision.phase == crate::facts::phase::id::UNKNOWN
             && matches!(f.kind, "kv-capacity" | "no-kv-memory" | "engine-budget")
         {
-            decision.phase = phase::id::ENGINE_STARTUP;
+            decision.phase = crate::facts::phase::id::ENGINE_STARTUP;
             decision.evidence = Some(format!("a {} check runs at engine start-up", f.kind));
         }
         let time_hint = meta
@@ -618,7 +621,7 @@ Got an OOM, unloading all loaded models.
         assert_eq!(ev.incidents.len(), 1);
         assert_eq!(
             ev.incidents[0].phase,
-            crate::incident::phase::id::MODEL_LOAD
+            crate::facts::phase::id::MODEL_LOAD
         );
         assert_eq!(ev.incidents[0].copies, 2);
     }

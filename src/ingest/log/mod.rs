@@ -6,6 +6,7 @@
 
 pub mod engines;
 pub mod grouping;
+pub mod phase;
 
 pub mod anchors;
 pub mod clean;

@@ -1,9 +1,4 @@
-//! When the failure hit: model load, engine start-up, CUDA-graph capture, warm-up, the first
-//! step, steady state, backward, the optimizer step, generation, evaluation, serving.
-//!
-//! The phase decides which advice points the right way: an OOM while loading weights is
-//! about the model's size, the same OOM after 5,000 steps is not; a vLLM engine that fails at
-//! start-up needs a *larger* memory budget, one that fails while serving needs a smaller one.
+//! The log's reading of when a failure hit, from the lines just above it.
 //!
 //! Evidence, strongest first:
 //! 1. the traceback right above the error (the frames say `from_pretrained`, `backward`,
@@ -12,54 +7,17 @@
 //!    graphs"), if no training progress was logged after it;
 //! 3. progress counters in the lines before the failure (tqdm `450/1000`, `step 1200`,
 //!    `{'loss': ..., 'epoch': 1.3}`): several steps done means steady state.
+//!
+//! The ids are [`crate::facts::phase`]'s; the incident's phase is settled after fusion by
+//! [`crate::incident::timeline`], which weighs this reading against the other inputs'.
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::facts::phase::id;
 use crate::ingest::log::clean::CleanLine;
 use crate::ingest::log::engines::PhaseMark;
-
-/// Stable phase identifiers (the JSON `phase` field).
-pub mod id {
-    pub const MODEL_LOAD: &str = "model-load";
-    pub const ENGINE_STARTUP: &str = "engine-startup";
-    pub const CUDA_GRAPH_CAPTURE: &str = "cuda-graph-capture";
-    pub const WARMUP: &str = "warmup";
-    pub const FIRST_STEP: &str = "first-step";
-    pub const STEADY_STATE: &str = "steady-state";
-    pub const BACKWARD: &str = "backward";
-    pub const OPTIMIZER_STEP: &str = "optimizer-step";
-    pub const GENERATION: &str = "generation";
-    pub const EVALUATION: &str = "evaluation";
-    pub const SERVING: &str = "serving";
-    pub const UNKNOWN: &str = "unknown";
-}
-
-/// Every phase id with a one-line meaning, for docs and `oomdoctor explain`.
-pub const PHASES: &[(&str, &str)] = &[
-    (
-        id::MODEL_LOAD,
-        "loading weights onto the device (from_pretrained, load_state_dict, .to()/.cuda())",
-    ),
-    (
-        id::ENGINE_STARTUP,
-        "an inference engine sizing its memory: profiling, allocating the KV cache",
-    ),
-    (id::CUDA_GRAPH_CAPTURE, "capturing CUDA graphs"),
-    (id::WARMUP, "warm-up / dummy batches before serving"),
-    (id::FIRST_STEP, "the first training or inference step"),
-    (id::STEADY_STATE, "after many steps or epochs had completed"),
-    (id::BACKWARD, "the backward pass"),
-    (
-        id::OPTIMIZER_STEP,
-        "the optimizer step (state allocated on the first one)",
-    ),
-    (id::GENERATION, "generation with a growing cache"),
-    (id::EVALUATION, "evaluation / validation"),
-    (id::SERVING, "an inference server handling requests"),
-    (id::UNKNOWN, "the log does not say"),
-];
 
 /// The decision and what it rested on.
 #[derive(Clone, Debug, PartialEq)]
@@ -272,22 +230,6 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
                 || b.starts_with("run_validat"))
             .then_some(id::EVALUATION)
         })
-}
-
-/// The phase a memory snapshot's failing allocation implies, from what it was for.
-pub fn of_allocation_category(category: &str) -> Option<&'static str> {
-    match category {
-        "weights" => Some(id::MODEL_LOAD),
-        "gradients" => Some(id::BACKWARD),
-        "optimizer" => Some(id::OPTIMIZER_STEP),
-        "kv_cache" => Some(id::GENERATION),
-        _ => None,
-    }
-}
-
-/// The stable id of a phase named in text (a `phase` fact), or `None` if it names none.
-pub fn canonical(name: &str) -> Option<&'static str> {
-    PHASES.iter().map(|(p, _)| *p).find(|p| *p == name)
 }
 
 /// The phase a recogniser's marker names.

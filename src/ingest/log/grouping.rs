@@ -619,10 +619,7 @@ Got an OOM, unloading all loaded models.
 ";
         let ev = run(log);
         assert_eq!(ev.incidents.len(), 1);
-        assert_eq!(
-            ev.incidents[0].phase,
-            crate::facts::phase::id::MODEL_LOAD
-        );
+        assert_eq!(ev.incidents[0].phase, crate::facts::phase::id::MODEL_LOAD);
         assert_eq!(ev.incidents[0].copies, 2);
     }
 

@@ -48,6 +48,10 @@ pub struct EngineDef {
     pub mentions: &'static [&'static str],
     /// An LLM server: sizes a KV cache for requests instead of running training steps.
     pub serving: bool,
+    /// Its name where the user types it (`oomdoctor plan --engine llamacpp`) and in `plan`'s
+    /// JSON, with the other spellings accepted there. A public API, like [`id`]'s.
+    pub cli_name: &'static str,
+    pub cli_aliases: &'static [&'static str],
 }
 
 /// Every engine that a process name can reveal, most specific first (`ollama` before
@@ -58,48 +62,72 @@ pub const ENGINES: &[EngineDef] = &[
         process_prefixes: &["vllm"],
         mentions: &["vllm"],
         serving: true,
+        cli_name: "vllm",
+        cli_aliases: &[],
     },
     EngineDef {
         id: id::OLLAMA,
         process_prefixes: &["ollama"],
         mentions: &["ollama"],
         serving: true,
+        cli_name: "ollama",
+        cli_aliases: &[],
     },
     EngineDef {
         id: id::LLAMACPP,
         process_prefixes: &["llama-server", "llama-cli", "llama-run", "llama-simple"],
         mentions: &["llama-server", "llama-cli", "llama"],
         serving: true,
+        cli_name: "llamacpp",
+        cli_aliases: &["llama.cpp", "llama-cpp", "llama-server"],
     },
     EngineDef {
         id: id::TGI,
         process_prefixes: &["text-generation", "text_generation"],
         mentions: &["text-generation"],
         serving: true,
+        cli_name: "tgi",
+        cli_aliases: &[],
     },
     EngineDef {
         id: id::TRTLLM,
         process_prefixes: &["tritonserver", "trtllm"],
         mentions: &["tritonserver", "trtllm"],
         serving: true,
+        cli_name: "trtllm",
+        cli_aliases: &[],
     },
     EngineDef {
         id: id::SGLANG,
         process_prefixes: &["sglang"],
         mentions: &["sglang"],
         serving: true,
+        cli_name: "sglang",
+        cli_aliases: &[],
+    },
+    EngineDef {
+        id: id::TRANSFORMERS,
+        process_prefixes: &[],
+        mentions: &[],
+        serving: false,
+        cli_name: "transformers",
+        cli_aliases: &["hf"],
     },
     EngineDef {
         id: id::PYTORCH,
         process_prefixes: &["python", "pt_", "torchrun"],
         mentions: &[],
         serving: false,
+        cli_name: "pytorch",
+        cli_aliases: &[],
     },
     EngineDef {
         id: id::RAY,
         process_prefixes: &["ray::", "raylet"],
         mentions: &[],
         serving: false,
+        cli_name: "ray",
+        cli_aliases: &[],
     },
 ];
 
@@ -123,6 +151,11 @@ pub fn mentioned_in(name: &str) -> Option<&'static str> {
         .iter()
         .find(|e| e.mentions.iter().any(|m| lower.contains(m)))
         .map(|e| e.id)
+}
+
+/// An engine's definition, by id.
+pub fn def(engine: &str) -> Option<&'static EngineDef> {
+    ENGINES.iter().find(|e| e.id == engine)
 }
 
 /// Whether an engine serves requests (sizes a KV cache) rather than running steps.

@@ -42,30 +42,44 @@ use super::memory::{
 };
 use crate::ingest::model::geometry::{Geometry, ParamCount};
 
-/// The engines `oomdoctor plan` knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+/// The engines `oomdoctor plan` knows: a typed handle for the arithmetic below. Their ids
+/// and names are [`crate::facts::engine`]'s, defined once there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Engine {
     Vllm,
     Sglang,
     Tgi,
-    #[value(alias = "llama.cpp", alias = "llama-cpp", alias = "llama-server")]
     Llamacpp,
     Ollama,
-    #[value(alias = "hf")]
     Transformers,
 }
 
 impl Engine {
-    pub fn name(self) -> &'static str {
+    pub const ALL: [Engine; 6] = [
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::Tgi,
+        Engine::Llamacpp,
+        Engine::Ollama,
+        Engine::Transformers,
+    ];
+
+    /// The engine's stable id, as the diagnosis names it.
+    pub fn id(self) -> &'static str {
+        use crate::facts::engine::id;
         match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::Tgi => "tgi",
-            Engine::Llamacpp => "llamacpp",
-            Engine::Ollama => "ollama",
-            Engine::Transformers => "transformers",
+            Engine::Vllm => id::VLLM,
+            Engine::Sglang => id::SGLANG,
+            Engine::Tgi => id::TGI,
+            Engine::Llamacpp => id::LLAMACPP,
+            Engine::Ollama => id::OLLAMA,
+            Engine::Transformers => id::TRANSFORMERS,
         }
+    }
+
+    /// Its name on the command line and in `plan`'s JSON.
+    pub fn name(self) -> &'static str {
+        crate::facts::engine::def(self.id()).map_or(self.id(), |d| d.cli_name)
     }
 
     /// Whether the engine shards each layer across GPUs (tensor parallel) rather than
@@ -106,6 +120,23 @@ impl Engine {
             (Engine::Llamacpp, C::Q4_1 | C::Q5_0 | C::Q5_1 | C::Iq4Nl) => Some(d.name()),
             _ => None,
         }
+    }
+}
+
+impl clap::ValueEnum for Engine {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Engine::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let aliases = crate::facts::engine::def(self.id()).map_or(&[][..], |d| d.cli_aliases);
+        Some(clap::builder::PossibleValue::new(self.name()).aliases(aliases.iter().copied()))
+    }
+}
+
+impl Serialize for Engine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 

@@ -554,14 +554,7 @@ pub fn plan_for(
     let engines: Vec<Engine> = match req.engine {
         Some(e) => vec![e],
         None if is_gguf => vec![Engine::Llamacpp, Engine::Ollama],
-        None => vec![
-            Engine::Vllm,
-            Engine::Sglang,
-            Engine::Tgi,
-            Engine::Llamacpp,
-            Engine::Ollama,
-            Engine::Transformers,
-        ],
+        None => Engine::ALL.to_vec(),
     };
     if is_gguf && req.engine.is_none() {
         assumptions.push("a GGUF file: planned for llama.cpp and Ollama (pass --engine to plan another engine with its sizes)".to_string());

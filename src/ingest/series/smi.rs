@@ -247,6 +247,24 @@ pub(crate) fn headerless_kind(rows: &[Vec<&[u8]>]) -> Option<SeriesFormat> {
     (memory_sized && (ints >= 2 || stamps == 1 || rows.len() >= 5)).then_some(SeriesFormat::SmiGpu)
 }
 
+/// Where each wanted column is in a header: slot `k` gets the first field whose key is one of
+/// `names[k]`. One mechanism for both nvidia-smi layouts (query-gpu and compute-apps).
+fn locate<const N: usize>(fields: &[&str], names: [&[&str]; N]) -> [Option<usize>; N] {
+    let mut slots = [None; N];
+    for (i, f) in fields.iter().enumerate() {
+        let key = field_key(f);
+        if let Some(k) = names.iter().position(|alts| alts.contains(&key.as_str())) {
+            slots[k].get_or_insert(i);
+        }
+    }
+    slots
+}
+
+/// A header's first field, kept to recognise the header when it is repeated mid-file.
+fn first_field(fields: &[&str]) -> Option<Vec<u8>> {
+    fields.first().map(|f| f.trim().as_bytes().to_vec())
+}
+
 /// Where the fields of a query-gpu row are.
 #[derive(Clone, Debug, Default)]
 struct GpuLayout {
@@ -267,27 +285,33 @@ struct GpuLayout {
 
 impl GpuLayout {
     fn from_header(fields: &[&str]) -> GpuLayout {
-        let mut l = GpuLayout {
-            header_first: fields.first().map(|f| f.trim().as_bytes().to_vec()),
+        let [ts, index, uuid, bus, name, used, total, free, reserved] = locate(
+            fields,
+            [
+                &["timestamp"],
+                &["index"],
+                &["uuid", "gpu_uuid"],
+                &["pci.bus_id", "gpu_bus_id"],
+                &["name", "gpu_name"],
+                &["memory.used"],
+                &["memory.total"],
+                &["memory.free"],
+                &["memory.reserved"],
+            ],
+        );
+        GpuLayout {
+            ts,
+            index,
+            uuid,
+            bus,
+            name,
+            used,
+            total,
+            free,
+            reserved,
+            header_first: first_field(fields),
             width: fields.len(),
-            ..Default::default()
-        };
-        for (i, f) in fields.iter().enumerate() {
-            let slot = match field_key(f).as_str() {
-                "timestamp" => &mut l.ts,
-                "index" => &mut l.index,
-                "uuid" | "gpu_uuid" => &mut l.uuid,
-                "pci.bus_id" | "gpu_bus_id" => &mut l.bus,
-                "name" | "gpu_name" => &mut l.name,
-                "memory.used" => &mut l.used,
-                "memory.total" => &mut l.total,
-                "memory.free" => &mut l.free,
-                "memory.reserved" => &mut l.reserved,
-                _ => continue,
-            };
-            slot.get_or_insert(i);
         }
-        l
     }
 
     /// Infers the layout of headerless rows (see the module doc); the note says what was
@@ -703,24 +727,27 @@ struct AppsLayout {
 
 impl AppsLayout {
     fn from_header(fields: &[&str]) -> AppsLayout {
-        let mut l = AppsLayout {
-            header_first: fields.first().map(|f| f.trim().as_bytes().to_vec()),
+        let [ts, uuid, bus, pid, name, used] = locate(
+            fields,
+            [
+                &["timestamp"],
+                &["gpu_uuid", "uuid"],
+                &["gpu_bus_id", "pci.bus_id"],
+                &["pid"],
+                &["process_name", "name"],
+                &["used_gpu_memory", "used_memory"],
+            ],
+        );
+        AppsLayout {
+            ts,
+            uuid,
+            bus,
+            pid,
+            name,
+            used,
+            header_first: first_field(fields),
             width: fields.len(),
-            ..Default::default()
-        };
-        for (i, f) in fields.iter().enumerate() {
-            let slot = match field_key(f).as_str() {
-                "timestamp" => &mut l.ts,
-                "gpu_uuid" | "uuid" => &mut l.uuid,
-                "gpu_bus_id" | "pci.bus_id" => &mut l.bus,
-                "pid" => &mut l.pid,
-                "process_name" | "name" => &mut l.name,
-                "used_gpu_memory" | "used_memory" => &mut l.used,
-                _ => continue,
-            };
-            slot.get_or_insert(i);
         }
-        l
     }
 
     fn infer(rows: &[Vec<&[u8]>]) -> Option<(AppsLayout, String)> {

@@ -21,11 +21,7 @@ use regex::Regex;
 
 use super::local::{container_of_cgroup, kib, span, walk_back};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
-use crate::facts::catalog::FactDef;
 use crate::ingest::log::clean::clean_line;
-
-/// The kernel's facts are the shared `host.*` facts (see `host.rs`).
-pub const FACTS: &[FactDef] = &[];
 
 static KILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:(?P<reason>Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (?P<pid>\d+),? (?:UID \d+, )?\((?P<comm>.+?)\)(?:[\s,]|$)")

@@ -15,12 +15,8 @@ use regex::Regex;
 
 use super::local::{k8s_quantity, span, walk_back, walk_forward};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
-use crate::facts::catalog::FactDef;
 use crate::facts::engine;
 use crate::ingest::log::clean::clean_line;
-
-/// Kubernetes fills the shared `host.*` facts (see `host.rs`).
-pub const FACTS: &[FactDef] = &[];
 
 static REASON_OOMKILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"(?:^|\s)(?:Reason|reason):\s+OOMKilled\b|"reason":\s*"OOMKilled"|\breason="?OOMKilled\b"#)

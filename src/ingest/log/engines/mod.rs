@@ -2,7 +2,7 @@
 //!
 //! Each module owns the messages of one producer (PyTorch, vLLM, llama.cpp, the kernel, ...):
 //! the literal **anchors** that let the scanner skip every other line cheaply, the regexes
-//! that read numbers out of a matching line, and the `FACTS` table it promises to fill.
+//! that read numbers out of a matching line, whose facts are catalogued in `crate::facts::catalog`.
 //!
 //! A recogniser sees one cleaned [`Line`] at a time and reports what it means through
 //! [`Emit`]: context facts (accounting and configuration lines: "the KV cache holds 44,560

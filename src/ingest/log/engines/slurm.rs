@@ -14,42 +14,6 @@ use regex::Regex;
 
 use super::local::{size_bin, slurm_size, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
-use crate::facts::catalog::{FactDef, fact};
-use crate::facts::evidence::Unit;
-
-/// Facts read from Slurm's messages and the job's request.
-pub const FACTS: &[FactDef] = &[
-    fact(
-        "slurm.mem_bytes",
-        Unit::Bytes,
-        "Memory requested per node (`--mem=`).",
-    ),
-    fact(
-        "slurm.mem_per_gpu_bytes",
-        Unit::Bytes,
-        "Memory requested per GPU (`--mem-per-gpu=`).",
-    ),
-    fact(
-        "slurm.mem_per_cpu_bytes",
-        Unit::Bytes,
-        "Memory requested per CPU (`--mem-per-cpu=`).",
-    ),
-    fact(
-        "slurm.gpus",
-        Unit::Count,
-        "GPUs requested per node (`--gres=gpu:N`, `--gpus-per-node=N`).",
-    ),
-    fact(
-        "slurm.cpus",
-        Unit::Count,
-        "CPUs per task (`--cpus-per-task=`).",
-    ),
-    fact(
-        "slurm.step",
-        Unit::Text,
-        "The job step that was killed (`StepId=4242.0`, `4242.batch`).",
-    ),
-];
 
 static OOM_EVENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Detected (?P<n>\d+) oom[-_]kill events? ?(?:\(s\))? in (?:StepId=|step )(?P<step>\w+(?:\.\w+)?)")

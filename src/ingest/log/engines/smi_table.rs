@@ -18,32 +18,6 @@ use regex::Regex;
 
 use super::local::walk_forward;
 use super::{Emit, Line, Recognizer, id};
-use crate::facts::catalog::{FactDef, fact};
-use crate::facts::evidence::Unit;
-
-/// Facts read from a pasted process table.
-pub const FACTS: &[FactDef] = &[
-    fact(
-        "smi.busiest_gpu",
-        Unit::Count,
-        "The GPU with the most processes in a pasted `nvidia-smi` process table.",
-    ),
-    fact(
-        "smi.busiest_gpu_processes",
-        Unit::Count,
-        "How many processes the table lists on that GPU.",
-    ),
-    fact(
-        "smi.busiest_gpu_bytes",
-        Unit::Bytes,
-        "The memory those processes held together.",
-    ),
-    fact(
-        "smi.busiest_gpu_second_bytes",
-        Unit::Bytes,
-        "What the processes on that GPU held besides the largest one: at least this much was another process's, whichever one was the failing job.",
-    ),
-];
 
 static ROW: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")

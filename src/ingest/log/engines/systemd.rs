@@ -15,11 +15,7 @@ use regex::Regex;
 
 use super::local::{container_of_cgroup, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
-use crate::facts::catalog::FactDef;
 use crate::facts::engine;
-
-/// systemd fills the shared `host.*` facts (see `host.rs`).
-pub const FACTS: &[FactDef] = &[];
 
 static OOMD_SWAP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory used \((?P<used>\d+)\) / total \((?P<total>\d+)\) and swap used \((?P<su>\d+)\) / total \((?P<st>\d+)\) being more than (?P<pct>\d+(?:\.\d+)?)%")

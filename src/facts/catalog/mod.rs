@@ -1,9 +1,32 @@
 //! The fact catalogue: every fact name a parser may emit and a rule may read.
 //!
-//! Each parser module owns a `FACTS` slice describing the facts it produces; this module
-//! strings them together in [`SECTIONS`] and answers lookups. The catalogue is the contract
+//! One file per producer (an engine's recogniser, the snapshot reader, the series, the model,
+//! the sidecar) holds the `FACTS` it may set; this module strings them together in
+//! [`SECTIONS`] and answers lookups. The tables live here, not in the parsers, so the
+//! catalogue depends on nothing above it and every stage can read it. The catalogue is the contract
 //! between parsers and rule files: `oomdoctor facts` lists it, the rule loader rejects
 //! unknown names (pointing at the line), and a test keeps names unique and well formed.
+
+pub mod comfyui;
+pub mod deepspeed;
+pub mod host;
+pub mod llamacpp;
+pub mod model;
+pub mod ollama;
+pub mod pytorch;
+pub mod ray;
+pub mod series;
+pub mod sglang;
+pub mod sidecar;
+pub mod slurm;
+pub mod smi_table;
+pub mod snapshot;
+pub mod tgi;
+pub mod training;
+pub mod trtllm;
+pub mod vllm;
+pub mod webui;
+pub mod xla;
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -124,34 +147,31 @@ pub const CORE: &[FactDef] = &[
     ),
 ];
 
-/// Every section of the catalogue. Parser modules register their `FACTS` here.
+/// Every section of the catalogue.
 pub const SECTIONS: &[&[FactDef]] = &[
     CORE,
-    crate::ingest::log::engines::pytorch::FACTS,
-    crate::ingest::log::engines::training::FACTS,
-    crate::ingest::log::engines::host::FACTS,
-    crate::ingest::log::engines::comfyui::FACTS,
-    crate::ingest::log::engines::webui::FACTS,
-    crate::ingest::model::FACTS,
-    crate::ingest::snapshot::FACTS,
-    crate::ingest::sidecar::FACTS,
-    crate::ingest::series::FACTS,
+    pytorch::FACTS,
+    training::FACTS,
+    host::FACTS,
+    comfyui::FACTS,
+    webui::FACTS,
+    model::FACTS,
+    snapshot::FACTS,
+    sidecar::FACTS,
+    series::FACTS,
     // Local engines and the host side.
-    crate::ingest::log::engines::llamacpp::FACTS,
-    crate::ingest::log::engines::ollama::FACTS,
-    crate::ingest::log::engines::kernel::FACTS,
-    crate::ingest::log::engines::systemd::FACTS,
-    crate::ingest::log::engines::kubernetes::FACTS,
-    crate::ingest::log::engines::ray::FACTS,
-    crate::ingest::log::engines::smi_table::FACTS,
-    crate::ingest::log::engines::slurm::FACTS,
-    crate::ingest::log::engines::xla::FACTS,
-    crate::ingest::log::engines::deepspeed::FACTS,
+    llamacpp::FACTS,
+    ollama::FACTS,
+    ray::FACTS,
+    smi_table::FACTS,
+    slurm::FACTS,
+    xla::FACTS,
+    deepspeed::FACTS,
     // LLM serving engines.
-    crate::ingest::log::engines::vllm::FACTS,
-    crate::ingest::log::engines::sglang::FACTS,
-    crate::ingest::log::engines::tgi::FACTS,
-    crate::ingest::log::engines::trtllm::FACTS,
+    vllm::FACTS,
+    sglang::FACTS,
+    tgi::FACTS,
+    trtllm::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

@@ -1,0 +1,158 @@
+//! Facts the `ingest::log::engines::pytorch` stage may set.
+
+use super::{FactDef, fact};
+use crate::facts::evidence::Unit;
+
+/// Facts read from PyTorch OOM messages and allocator configuration.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "oom.backend",
+        Unit::Text,
+        "The device family of the failed allocation: cuda, hip, xpu, mps, npu, musa, mlu, cpu.",
+    ),
+    fact(
+        "oom.wording",
+        Unit::Text,
+        "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, ...).",
+    ),
+    fact(
+        "oom.exception",
+        Unit::Text,
+        "The exception class as printed (torch.OutOfMemoryError, RuntimeError, ...).",
+    ),
+    fact(
+        "oom.device",
+        Unit::Count,
+        "Device ordinal of the failed allocation.",
+    ),
+    fact(
+        "oom.requested_bytes",
+        Unit::Bytes,
+        "Bytes the failing allocation asked for (the allocator's rounded size).",
+    ),
+    fact(
+        "oom.total_bytes",
+        Unit::Bytes,
+        "Total capacity of the device.",
+    ),
+    fact(
+        "oom.free_bytes",
+        Unit::Bytes,
+        "Device-wide free memory at the failure (cudaMemGetInfo).",
+    ),
+    fact(
+        "oom.allocated_bytes",
+        Unit::Bytes,
+        "Memory in live tensors of this process's allocator (including private pools).",
+    ),
+    fact(
+        "oom.reserved_bytes",
+        Unit::Bytes,
+        "Memory held by this process's caching allocator (allocated plus reserved-but-unallocated).",
+    ),
+    fact(
+        "oom.reserved_unallocated_bytes",
+        Unit::Bytes,
+        "Reserved by the allocator but not in any live tensor: cached or fragmented.",
+    ),
+    fact(
+        "oom.private_pool_bytes",
+        Unit::Bytes,
+        "Allocated memory inside private pools (CUDA graphs, MemPool).",
+    ),
+    fact(
+        "oom.allowed_bytes",
+        Unit::Bytes,
+        "The per-process cap from set_per_process_memory_fraction, when one is set.",
+    ),
+    fact(
+        "oom.self_used_bytes",
+        Unit::Bytes,
+        "All device memory this process uses, including non-PyTorch memory (NVML).",
+    ),
+    fact(
+        "oom.other_processes_bytes",
+        Unit::Bytes,
+        "Device memory used by the other processes the message lists.",
+    ),
+    fact(
+        "oom.other_process_count",
+        Unit::Count,
+        "How many other processes the message lists on the device.",
+    ),
+    fact(
+        "oom.largest_other_process_bytes",
+        Unit::Bytes,
+        "Memory of the largest other process on the device.",
+    ),
+    fact(
+        "oom.largest_other_process_pid",
+        Unit::Count,
+        "PID of the largest other process on the device.",
+    ),
+    fact(
+        "oom.device_used_bytes",
+        Unit::Bytes,
+        "Device memory in use at the failure: total minus free.",
+    ),
+    fact(
+        "oom.unaccounted_bytes",
+        Unit::Bytes,
+        "Device memory in use but not held by this process's allocator: total - free - reserved (other processes, CUDA context, NCCL, cuBLAS).",
+    ),
+    fact(
+        "oom.non_torch_self_bytes",
+        Unit::Bytes,
+        "Memory this process holds outside the PyTorch allocator: self_used - reserved.",
+    ),
+    fact(
+        "oom.mps_other_bytes",
+        Unit::Bytes,
+        "MPS: other (non-allocator) Metal allocations.",
+    ),
+    fact(
+        "host.requested_bytes",
+        Unit::Bytes,
+        "Bytes a host (CPU) allocation asked for when it failed.",
+    ),
+    fact(
+        "torch.alloc_conf",
+        Unit::Text,
+        "PYTORCH_CUDA_ALLOC_CONF (or the HIP/generic spelling) as set by the user in the log.",
+    ),
+    fact(
+        "torch.expandable_segments",
+        Unit::Flag,
+        "Whether expandable_segments is on, from the user's allocator configuration.",
+    ),
+    fact(
+        "torch.max_split_size_mb",
+        Unit::Count,
+        "max_split_size_mb from the user's allocator configuration.",
+    ),
+    fact(
+        "torch.garbage_collection_threshold",
+        Unit::Ratio,
+        "garbage_collection_threshold from the user's allocator configuration.",
+    ),
+    fact(
+        "torch.async_allocator",
+        Unit::Flag,
+        "Whether backend:cudaMallocAsync is in use.",
+    ),
+    fact(
+        "torch.memory_fraction",
+        Unit::Ratio,
+        "The per-process memory fraction the log shows being set.",
+    ),
+    fact(
+        "torch.version",
+        Unit::Text,
+        "PyTorch version, from a log line or inferred from the OOM wording (e.g. '>=2.4', '2.1', '<=2.0').",
+    ),
+    fact(
+        "torch.has_expandable_segments",
+        Unit::Flag,
+        "Whether this PyTorch has expandable_segments (2.1+), judged from its version or OOM wording.",
+    ),
+];

@@ -1,0 +1,79 @@
+//! Facts the `ingest::log::engines::training` stage may set.
+
+use super::{FactDef, fact};
+use crate::facts::evidence::Unit;
+
+/// Facts about the training or inference loop.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "train.batch_size",
+        Unit::Count,
+        "Per-device batch size the run used (per_device_train_batch_size, --batch-size, batch_size=).",
+    ),
+    fact(
+        "train.global_batch_size",
+        Unit::Count,
+        "Total batch size across devices and accumulation steps.",
+    ),
+    fact(
+        "train.gradient_accumulation_steps",
+        Unit::Count,
+        "Gradient accumulation steps.",
+    ),
+    fact(
+        "train.seq_len",
+        Unit::Tokens,
+        "Sequence length / max length / block size the run used.",
+    ),
+    fact(
+        "train.gradient_checkpointing",
+        Unit::Flag,
+        "Whether gradient (activation) checkpointing is on.",
+    ),
+    fact(
+        "train.mixed_precision",
+        Unit::Text,
+        "Mixed precision mode (fp16, bf16, no).",
+    ),
+    fact(
+        "train.world_size",
+        Unit::Count,
+        "Number of processes / GPUs in the job.",
+    ),
+    fact("train.zero_stage", Unit::Count, "DeepSpeed ZeRO stage."),
+    fact(
+        "train.optimizer",
+        Unit::Text,
+        "Optimizer name when logged (adamw, adafactor, 8-bit adam...).",
+    ),
+    fact(
+        "train.lora",
+        Unit::Flag,
+        "Whether the run trains LoRA / PEFT adapters.",
+    ),
+    fact(
+        "model.name",
+        Unit::Text,
+        "The model id or path the run loaded.",
+    ),
+    fact(
+        "model.params",
+        Unit::Count,
+        "Parameter count of the model, from the log.",
+    ),
+    fact(
+        "model.trainable_params",
+        Unit::Count,
+        "Trainable parameter count (PEFT prints it).",
+    ),
+    fact(
+        "model.dtype",
+        Unit::Text,
+        "dtype of the weights (float32, float16, bfloat16, int8, 4bit...).",
+    ),
+    fact(
+        "model.weights_bytes",
+        Unit::Bytes,
+        "Memory of the weights on the device, from the log or computed from params x dtype.",
+    ),
+];

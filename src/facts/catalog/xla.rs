@@ -1,0 +1,113 @@
+//! Facts the `ingest::log::engines::xla` stage may set.
+
+use super::{FactDef, fact};
+use crate::facts::evidence::Unit;
+
+/// Facts read from XLA / TensorFlow logs.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "xla.allocator",
+        Unit::Text,
+        "The BFC allocator that ran out (`GPU_0_bfc`).",
+    ),
+    fact(
+        "xla.pool_limit_bytes",
+        Unit::Bytes,
+        "The allocator's memory limit: BFC `Limit:`, `memory_limit_`, `pool limit`, or `XLA backend allocating N bytes`.",
+    ),
+    fact(
+        "xla.in_use_bytes",
+        Unit::Bytes,
+        "Memory in use in the pool at the failure (`InUse:`, `Sum Total of in-use chunks`).",
+    ),
+    fact(
+        "xla.peak_in_use_bytes",
+        Unit::Bytes,
+        "Peak memory in use in the pool (`MaxInUse:`).",
+    ),
+    fact(
+        "xla.largest_free_block_bytes",
+        Unit::Bytes,
+        "Largest free chunk in the pool (`LargestFreeBlock:`, `largest free chunk`).",
+    ),
+    fact(
+        "xla.free_in_pool_bytes",
+        Unit::Bytes,
+        "Free memory inside the pool (`total free in pool`, `available bytes`, or limit - in use).",
+    ),
+    fact(
+        "xla.mem_fraction",
+        Unit::Ratio,
+        "XLA_PYTHON_CLIENT_MEM_FRACTION as the user set it (default 0.75 when preallocating).",
+    ),
+    fact(
+        "xla.preallocate",
+        Unit::Flag,
+        "XLA_PYTHON_CLIENT_PREALLOCATE as the user set it (JAX preallocates by default).",
+    ),
+    fact(
+        "xla.client_allocator",
+        Unit::Text,
+        "XLA_PYTHON_CLIENT_ALLOCATOR (platform = no caching).",
+    ),
+    fact(
+        "xla.device_memory_bytes",
+        Unit::Bytes,
+        "Device memory TensorFlow created its GPU device with (`Created device ... with N MB memory`).",
+    ),
+    fact(
+        "xla.program_bytes",
+        Unit::Bytes,
+        "Memory the compiled program needs (`BufferAssignment ... total allocation`, TPU `Used X of Y hbm`).",
+    ),
+    fact(
+        "xla.temp_bytes",
+        Unit::Bytes,
+        "Temporary buffers of the compiled program (`preallocated temp allocation`).",
+    ),
+    fact(
+        "xla.startup_alloc_failed",
+        Unit::Flag,
+        "The runtime could not reserve its pool at start (`failed to allocate ... from device: CUDA_ERROR_OUT_OF_MEMORY`): the GPU was already in use.",
+    ),
+    fact(
+        "tf.tensor_shape",
+        Unit::Text,
+        "Shape of the tensor TensorFlow failed to allocate (`[32,1024,1024]`).",
+    ),
+    fact(
+        "tf.tensor_dtype",
+        Unit::Text,
+        "Its dtype (`float`, `half`, `bfloat16`, ...).",
+    ),
+    fact(
+        "tf.batch_dim",
+        Unit::Count,
+        "The first dimension of that shape, usually the batch size.",
+    ),
+    fact(
+        "tf.memory_growth",
+        Unit::Flag,
+        "Whether GPU memory growth is on (`set_memory_growth(gpu, True)`, `TF_FORCE_GPU_ALLOW_GROWTH=true`).",
+    ),
+    fact(
+        "tf.gpu_allocator",
+        Unit::Text,
+        "TF_GPU_ALLOCATOR as the user set it (`cuda_malloc_async`).",
+    ),
+    fact(
+        "tf.memory_limit_bytes",
+        Unit::Bytes,
+        "A logical-device memory limit the user set (`LogicalDeviceConfiguration(memory_limit=N)`, MiB).",
+    ),
+    fact(
+        "xla.device_total_bytes",
+        Unit::Bytes,
+        "Derived: device capacity implied by the pool limit and the memory fraction (limit / fraction).",
+    ),
+    fact(
+        "xla.mem_fraction_fit",
+        Unit::Ratio,
+        "Derived: the XLA_PYTHON_CLIENT_MEM_FRACTION that holds what the program had in use plus the failed request (at most 0.95).",
+    ),
+];

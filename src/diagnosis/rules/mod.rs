@@ -756,16 +756,22 @@ pub fn parse_rule(name: &str, stem: &str, text: &str, origin: &str) -> Result<Ru
         )
     })?;
     if doc.id.get_ref() != stem {
+        // A rule is `<id>.toml` or a folder `<id>/rule.toml`: the name to fix is the folder's.
+        let (kind, suffix) = if name.ends_with("/rule.toml") {
+            ("folder", "/")
+        } else {
+            ("file", ".toml")
+        };
         return Err(RuleError::new(
             &file,
             doc.id.span(),
             format!(
-                "rule id `{}` does not match its file name `{stem}.toml`",
+                "rule id `{}` does not match its {kind} name `{stem}{suffix}`",
                 doc.id.get_ref()
             ),
-            "must equal the file name",
+            format!("must equal the {kind} name"),
             Some(format!(
-                "rename the file to `{}.toml` or the id to `{stem}`",
+                "rename the {kind} to `{}{suffix}` or the id to `{stem}`",
                 doc.id.get_ref()
             )),
         ));
@@ -1095,6 +1101,16 @@ unless = "torch.expandable_segments == true"
         assert_eq!(r.cause, Cause::Fragmentation);
         assert_eq!(r.signals.len(), 1);
         assert_eq!(r.lets.len(), 1);
+    }
+
+    #[test]
+    fn a_folder_rule_is_told_to_rename_its_folder() {
+        let e = parse_rule("rules/x/rule.toml", "x", OK, "test").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("does not match its folder name `x/`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,26 +1,29 @@
 //! oomdoctor: tells you why your GPU ran out of memory and what to change, with numbers.
 //!
-//! Data flows one way:
+//! Data flows one way, one folder per stage:
 //!
 //! ```text
-//! inputs ──► walk (directories: every file, read in parallel) ──► input::open (file, stdin,
-//!            gzip; kind sniffed from content)
-//!   logs      ──► logscan (streaming, prefiltered) ──► engines::* recognisers ──► incident drafts
-//!   snapshots ──► pickle (restricted, never executes) ──► snapshot analysis ──► facts
-//!   series    ──► timeseries parsers ──► series analysis ──► facts
-//!                                  │
-//!                                  ▼
-//!   diagnose: incidents + facts ──► rules (TOML data, expr conditions) ──► report::Diagnosis
-//!                                  │
-//!                                  ▼
-//!   render: human (miette) | json (versioned API) | markdown | github | sarif | junit | html
-//!   bundle: diagnosis + excerpts ±2 lines + environment ──► redact ──► a report to attach
+//! input/    inputs ──► walk (directories: every file, read in parallel) ──► open (file,
+//!           stdin, gzip; kind sniffed from content)
+//! ingest/   log       ──► scanner (streaming, anchor-prefiltered) ──► engines::* recognisers
+//!           snapshot  ──► pickle (restricted, never executes) ──► schema ──► analysis
+//!           series    ──► nvidia-smi / Prometheus / CSV / JSON Lines ──► analysis
+//!           model     ──► config.json / GGUF geometry
+//! facts/    every number as a catalogued fact with provenance
+//! incident/ fusion of all inputs into incidents; phase and timing decided once (timeline)
+//! diagnosis/ rules (TOML data, expression conditions) ──► verdict ──► report::Diagnosis
+//! render/   human | json (versioned API) | markdown | github | sarif | junit | html
+//! bundle/   diagnosis + excerpts + environment ──► redact ──► a report to attach
 //! ```
 //!
-//! Every number a rule reads is a catalogued fact ([`catalog`]) with provenance
-//! ([`evidence::Provenance`]), so every verdict and every computed fix value can be traced
-//! back to the line it came from.
+//! Every number a rule reads is a catalogued fact ([`facts::catalog`]) with provenance
+//! ([`facts::evidence::Provenance`]), so every verdict and every computed fix value can be
+//! traced back to the line it came from.
 
+// Inputs come from strangers; the library never needs `unsafe` (the binary's allocator
+// wrapper is the only unsafe code), which is also why the fuzz targets run without
+// AddressSanitizer (fuzz/build.sh).
+#![forbid(unsafe_code)]
 // Errors about inputs and rules carry their source text for miette's labels, which makes
 // them large; they are on cold paths, so boxing them would only add noise.
 #![allow(clippy::result_large_err)]

@@ -48,6 +48,13 @@ pub fn is_unsafe(c: char) -> bool {
         || matches!(u, 0x061c | 0x200e | 0x200f | 0x202a..=0x202e | 0x2066..=0x2069)
 }
 
+/// Whether `s` holds any character [`is_unsafe`] refuses. Most text is printable ASCII, which
+/// a byte test settles without decoding characters; only text with other bytes is decoded.
+fn has_unsafe(s: &str) -> bool {
+    let printable_ascii = |b: &u8| (0x20..0x7f).contains(b) || *b == b'\t';
+    !s.as_bytes().iter().all(printable_ascii) && s.chars().any(is_unsafe)
+}
+
 /// Appends the visible form of an unsafe character.
 fn push_visible(out: &mut String, c: char) {
     let u = c as u32;
@@ -63,7 +70,7 @@ fn push_visible(out: &mut String, c: char) {
 
 /// `s` with every control character (tab aside) made visible; borrowed when there is none.
 pub fn visible(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_unsafe) {
+    if !has_unsafe(s) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -80,7 +87,7 @@ pub fn visible(s: &str) -> Cow<'_, str> {
 /// Like [`visible`], and moves a byte range of `s` (a labelled number) to where the same
 /// text lies in the result.
 fn visible_spanned(s: &str, span: Option<(usize, usize)>) -> (String, Option<(usize, usize)>) {
-    if !s.chars().any(is_unsafe) {
+    if !has_unsafe(s) {
         return (s.to_string(), span);
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -170,7 +177,7 @@ impl Sanitize for Provenance {
         input.sanitize();
         locator.sanitize();
         if let Some(t) = text {
-            if t.chars().any(is_unsafe) {
+            if has_unsafe(t) {
                 let (s, moved) = visible_spanned(t, *span);
                 *t = Arc::from(s);
                 *span = moved;

@@ -114,6 +114,7 @@ enum Func {
     If,
     Contains,
     StartsWith,
+    DivisorAtMost,
 }
 
 impl Func {
@@ -134,6 +135,7 @@ impl Func {
             "if" => Func::If,
             "contains" => Func::Contains,
             "starts_with" => Func::StartsWith,
+            "divisor_at_most" => Func::DivisorAtMost,
             _ => return None,
         })
     }
@@ -144,7 +146,11 @@ impl Func {
             Func::Has | Func::Floor | Func::Ceil | Func::Round | Func::Abs | Func::Pow2Floor => {
                 (1, 1)
             }
-            Func::RoundDown | Func::RoundUp | Func::Contains | Func::StartsWith => (2, 2),
+            Func::RoundDown
+            | Func::RoundUp
+            | Func::Contains
+            | Func::StartsWith
+            | Func::DivisorAtMost => (2, 2),
             Func::Clamp | Func::If => (3, 3),
             Func::Min | Func::Max | Func::Coalesce => (1, 16),
         }
@@ -168,6 +174,7 @@ pub const FUNCTIONS: &[&str] = &[
     "if(cond, then, else)",
     "contains(text, part)",
     "starts_with(text, prefix)",
+    "divisor_at_most(n, k)",
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -828,6 +835,23 @@ fn call(f: Func, args: &[Node], s: &dyn Scope) -> Val {
                 } * step,
             )
         }),
+        // The largest whole divisor of `n` that is at most `k`: a smaller batch that splits
+        // the old one evenly, so gradient accumulation can keep the effective batch exactly.
+        Func::DivisorAtMost => num2(eval(&args[0], s), eval(&args[1], s), |n, k| {
+            // Batch sizes are whole numbers; anything else has no meaningful divisor.
+            if n < 1.0 || k < 1.0 || n.fract() != 0.0 || n > 1e12 {
+                return Val::Missing;
+            }
+            let (n, k) = (n as u64, k.min(n).floor() as u64);
+            // Divisors come in pairs (d, n / d) around the square root: at most 10^6 steps.
+            let best = (1..)
+                .take_while(|d| d * d <= n)
+                .filter(|d| n % d == 0)
+                .flat_map(|d| [d, n / d])
+                .filter(|&d| d <= k)
+                .max();
+            best.map_or(Val::Missing, |d| Val::Num(d as f64))
+        }),
         Func::Clamp => match (eval(&args[0], s), eval(&args[1], s), eval(&args[2], s)) {
             (Val::Num(x), Val::Num(lo), Val::Num(hi)) => Val::Num(x.max(lo).min(hi)),
             _ => Val::Missing,
@@ -901,6 +925,12 @@ mod tests {
         assert_eq!(ev("round_down(kv, 256)"), Val::Num(44544.0));
         assert_eq!(ev("pow2_floor(45)"), Val::Num(32.0));
         assert_eq!(ev("min(kv, 32768)"), Val::Num(32768.0));
+        assert_eq!(ev("divisor_at_most(12, 5)"), Val::Num(4.0));
+        assert_eq!(ev("divisor_at_most(1024, 821)"), Val::Num(512.0));
+        assert_eq!(ev("divisor_at_most(96, 96)"), Val::Num(96.0));
+        assert_eq!(ev("divisor_at_most(7, 5)"), Val::Num(1.0));
+        assert_eq!(ev("divisor_at_most(7.5, 5)"), Val::Missing);
+        assert_eq!(ev("divisor_at_most(0, 5)"), Val::Missing);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub type Derivation = fn(&mut Facts);
 /// Every derivation, in the order they run.
 pub const DERIVATIONS: &[Derivation] = &[
     engine_family,
+    training_job,
     torch_oom,
     model_weights,
     // Local engines and the host side.
@@ -39,6 +40,60 @@ fn engine_family(f: &mut Facts) {
     use crate::facts::engine::id;
     if matches!(f.str("engine"), Some(id::COMFYUI | id::WEBUI)) {
         f.derive("engine.diffusion_ui", true, &["engine"]);
+    }
+}
+
+/// Whether the job trains. A batch size alone does not say (inference loops have batches
+/// too); settings only training has, a training loop's loss values or epochs, gradients or
+/// optimizer state in a snapshot, or a failure in a phase only training has, do.
+fn training_job(f: &mut Facts) {
+    use crate::facts::phase::id;
+    const TRAINING_ONLY: &[&str] = &[
+        "train.gradient_accumulation_steps",
+        "train.global_batch_size",
+        "train.optimizer",
+        "train.zero_stage",
+        "train.lora",
+    ];
+    const TRAINER_BATCH_FLAGS: &[&str] = &[
+        "per_device_train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "micro_batch_size_per_gpu",
+        "micro_batch_size",
+    ];
+    let from: Option<&str> = TRAINING_ONLY
+        .iter()
+        .copied()
+        .find(|n| f.contains(n))
+        .or_else(|| {
+            (f.bool("train.gradient_checkpointing") == Some(true))
+                .then_some("train.gradient_checkpointing")
+        })
+        .or_else(|| {
+            f.str("train.batch_flag")
+                .is_some_and(|b| TRAINER_BATCH_FLAGS.contains(&b))
+                .then_some("train.batch_flag")
+        })
+        .or_else(|| {
+            matches!(f.str("phase"), Some(id::BACKWARD | id::OPTIMIZER_STEP)).then_some("phase")
+        })
+        // Epochs are a training loop's unit (`Epoch 3:  41%|...`), loss values its output.
+        .or_else(|| {
+            ["phase.training_loop", "phase.epoch"]
+                .into_iter()
+                .find(|n| f.contains(n))
+        })
+        // A snapshot that holds gradients or optimizer state at the OOM is of a training job.
+        .or_else(|| {
+            [
+                "snapshot.category.gradients_bytes",
+                "snapshot.category.optimizer_bytes",
+            ]
+            .into_iter()
+            .find(|n| f.num(n).is_some_and(|b| b > 0.0))
+        });
+    if let Some(from) = from {
+        f.derive("job.training", true, &[from]);
     }
 }
 

@@ -96,6 +96,11 @@ pub const CORE: &[FactDef] = &[
         "Training steps or iterations the log shows completed before the failure.",
     ),
     fact(
+        "phase.training_loop",
+        Unit::Flag,
+        "Set when the log shows a training loop before the failure: loss values logged, or a training-step function (training_step, train_one_epoch, ...) in the traceback.",
+    ),
+    fact(
         "phase.epoch",
         Unit::Count,
         "The epoch the log shows at the failure.",

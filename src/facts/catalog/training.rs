@@ -11,6 +11,16 @@ pub const FACTS: &[FactDef] = &[
         "Per-device batch size the run used (per_device_train_batch_size, --batch-size, batch_size=).",
     ),
     fact(
+        "train.batch_flag",
+        Unit::Text,
+        "The name the run gave its per-device batch size (per_device_train_batch_size, train_micro_batch_size_per_gpu, micro_batch_size, batch_size), so a fix names the knob that was set.",
+    ),
+    fact(
+        "job.training",
+        Unit::Flag,
+        "Set when the job is known to train, not only run a model: a training-only setting (gradient accumulation, an optimizer, ZeRO, LoRA, gradient checkpointing, a trainer's batch flag, a global batch), epochs in the log, gradients or optimizer state in a snapshot, or a failure in the backward pass or optimizer step. Advice about gradient accumulation and checkpointing needs it.",
+    ),
+    fact(
         "train.global_batch_size",
         Unit::Count,
         "Total batch size across devices and accumulation steps.",

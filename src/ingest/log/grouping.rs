@@ -378,7 +378,10 @@ fn set_phase_facts(facts: &mut Facts, decision: &phase::PhaseDecision, prov: &Pr
         facts.set("phase.steps_completed", s, Some(phase_prov.clone()));
     }
     if let Some(e) = decision.epoch {
-        facts.set("phase.epoch", e, Some(phase_prov));
+        facts.set("phase.epoch", e, Some(phase_prov.clone()));
+    }
+    if decision.training_loop {
+        facts.set("phase.training_loop", true, Some(phase_prov));
     }
 }
 

@@ -29,6 +29,9 @@ pub struct PhaseDecision {
     pub evidence: Option<String>,
     pub steps_completed: Option<u64>,
     pub epoch: Option<u64>,
+    /// The log shows a training loop: loss values logged before the failure, or a
+    /// training-step function in the traceback. Inference loops have steps too, not these.
+    pub training_loop: bool,
 }
 
 /// Frame keywords, in priority order: the first class any frame matches wins. Function names
@@ -211,8 +214,9 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz").expect("static regex")
 });
-static LOSS_LOG: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\{'loss': |\bloss[=:]\s*\d").expect("static regex"));
+static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d").expect("static regex")
+});
 
 fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
     let base = func.rsplit('.').next().unwrap_or(func);
@@ -359,6 +363,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             }
         }
     }
+    let training_loop = saw_loss_log || in_training_step;
     // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
     if let Some((_, p, ev)) = &best {
         let load_by_move =
@@ -370,6 +375,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 evidence: Some(format!("traceback frame {ev}")),
                 steps_completed: steps,
                 epoch,
+                training_loop,
             };
         }
     }
@@ -390,6 +396,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 evidence: Some(format!("log marker {mark:?}, {distance} lines before")),
                 steps_completed: steps,
                 epoch,
+                training_loop,
             };
         }
     }
@@ -405,6 +412,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             )),
             steps_completed: steps,
             epoch,
+            training_loop,
         };
     }
     if in_training_step || steps.is_some() {
@@ -414,6 +422,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             evidence: Some("inside the first training step".into()),
             steps_completed: steps,
             epoch,
+            training_loop,
         };
     }
     PhaseDecision {
@@ -422,6 +431,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         evidence: None,
         steps_completed: steps,
         epoch,
+        training_loop,
     }
 }
 

@@ -199,6 +199,11 @@ impl Recognizer for DeepSpeed {
             let m = c.name("n").expect("group n");
             if let Ok(n) = m.as_str().parse::<u32>() {
                 out.fact("train.batch_size", n, span(&m));
+                out.fact(
+                    "train.batch_flag",
+                    "train_micro_batch_size_per_gpu",
+                    span(&m),
+                );
             }
         }
         if let Some(c) = ACCUM.captures(text.trim()) {

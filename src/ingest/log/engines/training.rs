@@ -18,7 +18,7 @@ static CONFIG_KV: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r#"(?x)
         (?:^|[\s,({"'-])
-        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|mixed_precision|model_name_or_path|world_size|optim)
+        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|grad_ckpt|mixed_precision|model_name_or_path|world_size|optim)
         ["']?\s*(?:=|:|\s)\s*["']?
         (?P<val>[\w./-]+)"#,
     )
@@ -116,6 +116,8 @@ impl Recognizer for Training {
         };
         if let Some((n, sp)) = HF_BATCH.captures(text).and_then(|c| num(&c, "n")) {
             out.fact("train.batch_size", n, Some(sp));
+            // The Trainer's banner: its batch is `per_device_train_batch_size`.
+            out.fact("train.batch_flag", "per_device_train_batch_size", Some(sp));
         }
         if let Some((n, sp)) = HF_TOTAL_BATCH.captures(text).and_then(|c| num(&c, "n")) {
             out.fact("train.global_batch_size", n, Some(sp));
@@ -179,6 +181,12 @@ impl Recognizer for Training {
                 | "batch_size" => {
                     if let Some(n) = n.filter(|n| *n >= 1.0) {
                         out.fact("train.batch_size", n, sp);
+                        // What the run calls it, so a fix names the knob the user set.
+                        out.fact(
+                            "train.batch_flag",
+                            key.as_str(),
+                            Some((key.start(), key.end())),
+                        );
                     }
                 }
                 "train_batch_size" => {
@@ -198,7 +206,7 @@ impl Recognizer for Training {
                         out.fact("train.seq_len", n, sp);
                     }
                 }
-                "gradient_checkpointing" => {
+                "gradient_checkpointing" | "grad_ckpt" => {
                     let on = matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes" | "on");
                     let off = matches!(
                         v.to_ascii_lowercase().as_str(),

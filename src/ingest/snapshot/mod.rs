@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! bytes ──► pickle::Pickle (restricted, iterative, shared by handle)
-//!       ──► schema::decode (typed Snapshot, frames interned)        [arena dropped here]
+//!             │  trace entry batches, as read ──► schema::StreamDecoder (arena released)
+//!       ──► StreamDecoder::finish (typed Snapshot, frames interned)  [arena dropped here]
 //!       ──► generation::fingerprint (which PyTorch wrote it)
 //!       ──► analyze::analyze_device per device (stats, replay, timeline, attribution, leak)
 //!       ──► SnapshotAnalysis (Serialize)  ──► facts() for the OOM (or busiest) device
@@ -172,7 +173,9 @@ pub fn read_snapshot(
 
 /// Reads and analyses a snapshot from a stream (a file, a gzip decoder), which is never
 /// held whole: the pickle reader pulls it through a bounded buffer (see
-/// [`Pickle::from_reader`]), so memory is the parsed arena, not the file plus the arena.
+/// [`Pickle::from_reader`]) and trace entries are decoded batch by batch as they are read
+/// ([`schema::StreamDecoder`]), so memory is the typed snapshot plus the arena of what is
+/// not the trace, not the file plus an arena of everything.
 pub fn read_snapshot_from<R: std::io::Read>(
     reader: R,
     input: &InputName,

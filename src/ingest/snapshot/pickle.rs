@@ -24,6 +24,18 @@
 //!   bounded buffer, or a slice ([`Pickle::parse`]) read the same way. Each opcode's length
 //!   is checked against the limits before its payload is buffered, and the bytes read are
 //!   counted against [`PickleLimits::max_input_bytes`] as they arrive.
+//! - A consumer may take over chosen lists while the pickle is read ([`ListSink`],
+//!   [`Pickle::from_reader_with`]): the elements appended to a taken list are handed to it,
+//!   complete, instead of being stored, and when an `APPENDS` batch into it ends, the
+//!   containers created since the batch's MARK that the consumer says it has consumed are
+//!   released (items and chunks freed; the container keeps its index and a two-number note
+//!   from the consumer, [`Pickle::released`]); the items of the others are compacted down.
+//!   The snapshot decoder takes the lists of `device_traces` this way, so the arena holds at
+//!   most one batch (1,000 entries) of the trace. Sharing survives release: the memo still
+//!   hands out the released container's handle, and the consumer recognises it by identity
+//!   (it has already decoded it). A released container reads as empty, and adding to one
+//!   is refused (`pickle.dump` never does that). Numbers the batch made are dropped too,
+//!   unless something kept or memoised still refers to them.
 //! - Strings are interned into one `String` arena (snapshots repeat the same file and
 //!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark

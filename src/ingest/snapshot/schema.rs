@@ -14,6 +14,20 @@
 //! traceback, so a million entries usually resolve through a few thousand lookups), then by
 //! content, so pickles written without sharing dedupe too.
 //!
+//! Trace entries are decoded while the pickle is read: [`StreamDecoder`] is the pickle
+//! reader's [`ListSink`]. It takes a list when elements are appended to it and the stack
+//! shows it is `root["device_traces"][dev]` (or `host_traces`): under it the earlier device
+//! lists, the outer list, then the key at an odd index above the root dict at the bottom
+//! (the root's earlier pairs are still on the stack, as `pickle.dump` writes them). Each
+//! `APPENDS` batch of entry dicts is decoded into [`TraceEntry`] records at once, with the
+//! same code as the whole-arena path, and the reader then releases the batch's arena space
+//! (entry dicts, their frame lists and new frame dicts, `pool_id` tuples: all recognised by
+//! identity if the memo hands them back later). Before the first list of a key is taken,
+//! the root's earlier pairs (`segments`) are decoded, so the whole file is decoded in its
+//! order and frames are numbered exactly as by [`decode`] of a whole arena; anomalies noted
+//! in a taken list are merged where the list is met. The walk budget is checked against the
+//! input read so far. [`decode`] (a parsed arena, nothing taken) gives the same snapshot.
+//!
 //! The decoder walks shared structures through handles; a memo bomb that makes it visit far
 //! more elements than the file could hold is stopped by the walk budget
 //! ([`PickleLimits::walk_budget`]).

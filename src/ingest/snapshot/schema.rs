@@ -794,8 +794,10 @@ struct State {
     /// Frames by content: strings are interned by the pickle reader, so their indices
     /// stand for their text and a lookup hashes three numbers, however long the names.
     frame_by_content: FxHashMap<(u32, i64, u32), FrameId>,
-    /// Frame lists by content hash; `list_next` chains lists whose hashes collide.
-    list_by_hash: FxHashMap<u64, u32>,
+    /// Frame lists by content hash → the newest such list `(id, start, len)` (where its ids
+    /// are, so that the usual hit costs one lookup and one compare, not a third load);
+    /// `list_next` chains earlier lists whose hashes collide.
+    list_by_hash: FxHashMap<u64, (u32, u32, u32)>,
     list_next: Vec<u32>,
     scratch: Vec<FrameId>,
     /// Trace lists taken while the pickle was read.
@@ -1610,7 +1612,21 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 scratch.push(id);
             }
         }
-        let mut candidate = self.list_by_hash.get(&hash).copied().unwrap_or(NO_LIST);
+        let newest = self.list_by_hash.get(&hash).copied();
+        let mut candidate = match newest {
+            Some((id, start, len)) => {
+                let ids = &self.out.frames.ids;
+                if len as usize == scratch.len()
+                    && ids.get(start as usize..(start + len) as usize) == Some(&scratch[..])
+                {
+                    self.scratch = scratch;
+                    self.remember(c, id);
+                    return Ok(FrameListId(id));
+                }
+                self.list_next.get(id as usize).copied().unwrap_or(NO_LIST)
+            }
+            None => NO_LIST,
+        };
         while candidate != NO_LIST
             && self.out.frames.list(FrameListId(candidate)) != scratch.as_slice()
         {
@@ -1628,7 +1644,10 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             self.out.frames.ids.extend_from_slice(&scratch);
             self.out.frames.lists.push((start, scratch.len() as u32));
             // Chain in front of any earlier list with the same hash.
-            let previous = self.list_by_hash.insert(hash, id).unwrap_or(NO_LIST);
+            let previous = self
+                .list_by_hash
+                .insert(hash, (id, start, scratch.len() as u32))
+                .map_or(NO_LIST, |(prev, _, _)| prev);
             if self.list_next.len() <= id as usize {
                 self.list_next.resize(id as usize + 1, NO_LIST);
             }

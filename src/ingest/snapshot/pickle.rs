@@ -681,7 +681,8 @@ impl<'a> Pickle<'a> {
         matches!(h.tag(), TAG_LIST | TAG_TUPLE).then_some(ContainerId(h.index() as u32))
     }
 
-    /// Number of elements (pairs, for a dict). A released container is empty.
+    /// Number of elements (pairs, for a dict). A released container is empty; a list taken
+    /// by a [`ListSink`] counts the elements handed to the sink but holds none of them.
     pub fn len(&self, c: ContainerId) -> usize {
         self.containers.get(c.index()).map_or(0, |k| {
             if k.head == RELEASED {

@@ -467,3 +467,186 @@ fn the_binary_names_the_offset_of_a_truncated_snapshot() {
         "{stderr}"
     );
 }
+
+/// Everything a decoded snapshot says about its traces, frames resolved to their text.
+fn trace_summary(snap: &schema::Snapshot) -> Vec<String> {
+    let mut out = vec![
+        format!("{:?}", snap.markers),
+        format!("{:?}", snap.anomalies),
+        format!("{:?}", snap.frames.frames),
+    ];
+    for (name, traces) in [("device", &snap.traces), ("host", &snap.host_traces)] {
+        for (dev, entries) in traces.iter().enumerate() {
+            out.push(format!("{name} {dev}: {} entries", entries.len()));
+            for e in entries {
+                let frames: Vec<String> = snap
+                    .frames
+                    .list(e.frames)
+                    .iter()
+                    .map(|&f| format!("{:?}", snap.frames.frame(f)))
+                    .collect();
+                out.push(format!(
+                    "{:?} {} {} {} {:?} {:?}",
+                    e.action,
+                    e.addr,
+                    e.size,
+                    e.time_us,
+                    frames,
+                    snap.extra(e)
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Device 0 empty, device 1 with 2,500 entries in three `APPENDS` batches, then
+/// `host_traces`: frame dicts and frame lists made in the first batch are referenced by
+/// memo in later ones, a `pool_id` tuple of one batch is referenced in another, and an
+/// entry dict of the first batch is an element again in the last.
+fn batched_snapshot() -> Vec<u8> {
+    let mut w = W::new();
+    w.raw(b"}(").s("segments").raw(b"]("); // root, its MARK, segments list, its MARK
+    w.raw(b"}(")
+        .s("address")
+        .int(4096)
+        .s("total_size")
+        .int(1 << 20);
+    w.s("frames").raw(b"](");
+    for f in 0..2 {
+        w.raw(b"}(").s("filename").s("seg.py").s("line").int(f);
+        w.s("name").s("setup").raw(b"u").put(7000 + f as u32);
+    }
+    w.raw(b"e").s("blocks").raw(b"]u").raw(b"e");
+    w.s("device_traces").raw(b"](]]"); // O, MARK, device 0 (empty), device 1
+    let mut i = 0i32;
+    for batch in [1000, 1000, 500] {
+        w.raw(b"(");
+        for _ in 0..batch {
+            if i == 2200 {
+                w.get(8000); // entry 3 again
+                i += 1;
+                continue;
+            }
+            w.raw(b"}");
+            if i == 3 {
+                w.put(8000);
+            }
+            w.raw(b"(").s("action");
+            w.s(if i % 2 == 0 {
+                "alloc"
+            } else {
+                "free_completed"
+            });
+            w.s("addr")
+                .int(i * 512)
+                .s("size")
+                .int(512)
+                .s("time_us")
+                .int(i);
+            w.s("frames");
+            if i < 10 {
+                w.raw(b"](");
+                for f in 0..3 {
+                    w.raw(b"}(").s("filename").s(&format!("m{i}.py"));
+                    w.s("line").int(f).s("name").s("fwd").raw(b"u");
+                    w.put(100 + (i * 3 + f) as u32);
+                }
+                w.get(7000).raw(b"e").put(50 + i as u32);
+            } else if i % 2 == 0 {
+                w.get(50 + (i % 10) as u32);
+            } else {
+                w.raw(b"](").get(100 + (i % 30) as u32).get(7001).raw(b"e");
+            }
+            w.s("pool_id");
+            if i == 1500 {
+                w.get(9000);
+            } else {
+                w.int(1).int(i % 3).raw(b"\x86");
+                if i == 5 {
+                    w.put(9000);
+                }
+            }
+            if i == 7 {
+                w.s("size").int(-1); // an anomaly, noted in order
+            }
+            w.raw(b"u");
+            i += 1;
+        }
+        w.raw(b"e");
+    }
+    w.raw(b"e"); // O's APPENDS
+    w.s("host_traces").raw(b"](](");
+    for j in 0..3 {
+        w.raw(b"}(")
+            .s("action")
+            .s("alloc")
+            .s("addr")
+            .int(j)
+            .s("size")
+            .int(8);
+        w.s("frames").get(50).raw(b"u");
+    }
+    w.raw(b"eeu.");
+    w.0
+}
+
+#[test]
+fn trace_entries_decoded_while_read_equal_the_whole_arena_decode() {
+    let data = batched_snapshot();
+    let limits = PickleLimits::default();
+    let whole = Pickle::parse(&data, &limits).unwrap();
+    let expected = schema::decode(&whole, &limits).unwrap();
+    assert_eq!(expected.traces.len(), 2);
+    assert_eq!(expected.traces[1].len(), 2500);
+    assert_eq!(expected.host_traces[0].len(), 3);
+    assert!(expected.anomalies.count > 0);
+
+    for sizes in [&[usize::MAX][..], &[1, 7, 300]] {
+        let mut decoder = schema::StreamDecoder::new(&limits);
+        let p = Pickle::from_reader_with(Pieces::new(&data, sizes), &limits, &mut decoder).unwrap();
+        // The arena never held the trace: at most one batch of it, released afterwards.
+        assert!(
+            p.item_count() < whole.item_count() / 10,
+            "{} items left of {}",
+            p.item_count(),
+            whole.item_count()
+        );
+        let streamed = decoder.finish(&p).unwrap();
+        assert_eq!(trace_summary(&streamed), trace_summary(&expected));
+        assert_eq!(streamed.segments.len(), 1);
+    }
+    // And through the public entry point.
+    let a = read_snapshot(&data, &name("b.pickle"), &limits).unwrap();
+    let b = read_snapshot_from(&data[..], &name("b.pickle"), &limits).unwrap();
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}
+
+#[test]
+fn adding_to_an_entry_dict_after_its_batch_is_refused() {
+    // A hand-made pickle: the memo hands back an entry dict of a finished batch and
+    // SETITEMS adds to it. Python never writes this; the reader refuses it with the offset.
+    let mut w = W::new();
+    w.raw(b"}(")
+        .s("segments")
+        .raw(b"]")
+        .s("device_traces")
+        .raw(b"](](");
+    w.raw(b"}")
+        .put(1)
+        .raw(b"(")
+        .s("action")
+        .s("alloc")
+        .raw(b"u");
+    w.raw(b"ee").get(1).raw(b"(").s("size").int(1).raw(b"u0u.");
+    let data = w.0;
+    let mut decoder = schema::StreamDecoder::new(&PickleLimits::default());
+    let err = Pickle::parse_with(&data, &PickleLimits::default(), Some(&mut decoder));
+    match err {
+        Err(PickleError::Malformed { offset, .. }) => assert!(offset > 0),
+        other => panic!("{other:?}"),
+    }
+}

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! bytes ──► pickle::Pickle (restricted, iterative, shared by handle)
-//!       ──► schema::decode (typed Snapshot, frames interned)        [arena dropped here]
+//!             │  trace entry batches, as read ──► schema::StreamDecoder (arena released)
+//!       ──► StreamDecoder::finish (typed Snapshot, frames interned)  [arena dropped here]
 //!       ──► generation::fingerprint (which PyTorch wrote it)
 //!       ──► analyze::analyze_device per device (stats, replay, timeline, attribution, leak)
 //!       ──► SnapshotAnalysis (Serialize)  ──► facts() for the OOM (or busiest) device
@@ -165,46 +166,60 @@ pub fn read_snapshot(
     input: &InputName,
     limits: &PickleLimits,
 ) -> Result<SnapshotAnalysis, SnapshotError> {
-    let pickle = Pickle::parse(bytes, limits);
-    decode_and_analyze(pickle, input, limits)
+    let mut decoder = schema::StreamDecoder::new(limits);
+    let pickle = Pickle::parse_with(bytes, limits, Some(&mut decoder));
+    decode_and_analyze(pickle, decoder, input)
 }
 
 /// Reads and analyses a snapshot from a stream (a file, a gzip decoder), which is never
 /// held whole: the pickle reader pulls it through a bounded buffer (see
-/// [`Pickle::from_reader`]), so memory is the parsed arena, not the file plus the arena.
+/// [`Pickle::from_reader`]) and trace entries are decoded batch by batch as they are read
+/// ([`schema::StreamDecoder`]), so memory is the typed snapshot plus the arena of what is
+/// not the trace, not the file plus an arena of everything.
 pub fn read_snapshot_from<R: std::io::Read>(
     reader: R,
     input: &InputName,
     limits: &PickleLimits,
 ) -> Result<SnapshotAnalysis, SnapshotError> {
-    let pickle = Pickle::from_reader(reader, limits);
-    decode_and_analyze(pickle, input, limits)
+    let mut decoder = schema::StreamDecoder::new(limits);
+    let pickle = Pickle::from_reader_with(reader, limits, &mut decoder);
+    decode_and_analyze(pickle, decoder, input)
 }
 
 fn decode_and_analyze(
     pickle: Result<Pickle<'_>, PickleError>,
+    mut decoder: schema::StreamDecoder,
     input: &InputName,
-    limits: &PickleLimits,
 ) -> Result<SnapshotAnalysis, SnapshotError> {
-    // The arena is dropped as soon as the typed snapshot exists: it is the largest thing
-    // held, and nothing after decoding needs it.
-    let snap = {
-        let pickle = pickle.map_err(|source| SnapshotError::Pickle {
+    let decode_error = |e| match e {
+        schema::DecodeError::NotASnapshot(n) => SnapshotError::NotASnapshot {
             input: input.to_string(),
-            source,
-        })?;
+            found: n.found,
+        },
+        schema::DecodeError::WalkBudget { limit, path } => SnapshotError::ExpansionLimit {
+            input: input.to_string(),
+            limit,
+            path,
+        },
+    };
+    // The arena is dropped as soon as the typed snapshot exists: nothing after decoding
+    // needs it. (The trace entries were decoded while it was read, see `schema`.)
+    let snap = {
+        let pickle = match pickle {
+            Ok(p) => p,
+            Err(source) => {
+                // `Stopped`: the decoder stopped the reader and holds the reason.
+                return Err(match (&source, decoder.error()) {
+                    (PickleError::Stopped { .. }, Some(e)) => decode_error(e),
+                    _ => SnapshotError::Pickle {
+                        input: input.to_string(),
+                        source,
+                    },
+                });
+            }
+        };
         check_whole(&pickle, input)?;
-        schema::decode(&pickle, limits).map_err(|e| match e {
-            schema::DecodeError::NotASnapshot(n) => SnapshotError::NotASnapshot {
-                input: input.to_string(),
-                found: n.found,
-            },
-            schema::DecodeError::WalkBudget { limit, path } => SnapshotError::ExpansionLimit {
-                input: input.to_string(),
-                limit,
-                path,
-            },
-        })?
+        decoder.finish(&pickle).map_err(decode_error)?
     };
     Ok(analyze_snapshot(&snap, input))
 }

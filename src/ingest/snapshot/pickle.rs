@@ -24,6 +24,18 @@
 //!   bounded buffer, or a slice ([`Pickle::parse`]) read the same way. Each opcode's length
 //!   is checked against the limits before its payload is buffered, and the bytes read are
 //!   counted against [`PickleLimits::max_input_bytes`] as they arrive.
+//! - A consumer may take over chosen lists while the pickle is read ([`ListSink`],
+//!   [`Pickle::from_reader_with`]): the elements appended to a taken list are handed to it,
+//!   complete, instead of being stored, and when an `APPENDS` batch into it ends, the
+//!   containers created since the batch's MARK that the consumer says it has consumed are
+//!   released (items and chunks freed; the container keeps its index and a two-number note
+//!   from the consumer, [`Pickle::released`]); the items of the others are compacted down.
+//!   The snapshot decoder takes the lists of `device_traces` this way, so the arena holds at
+//!   most one batch (1,000 entries) of the trace. Sharing survives release: the memo still
+//!   hands out the released container's handle, and the consumer recognises it by identity
+//!   (it has already decoded it). A released container reads as empty, and adding to one
+//!   is refused (`pickle.dump` never does that). Numbers the batch made are dropped too,
+//!   unless something kept or memoised still refers to them.
 //! - Strings are interned into one `String` arena (snapshots repeat the same file and
 //!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
@@ -172,6 +184,13 @@ pub enum PickleError {
         help("the file could not be read to its end; check the disk or the pipe it comes from.")
     )]
     Read { offset: u64, message: String },
+
+    #[error("byte {offset}: the consumer of the streamed lists stopped the reader")]
+    #[diagnostic(
+        code(oomdoctor::pickle::stopped),
+        help("the decoder reading this file as it streams found a problem and holds the reason.")
+    )]
+    Stopped { offset: u64 },
 }
 
 impl PickleError {
@@ -184,7 +203,8 @@ impl PickleError {
             | PickleError::UnsupportedProtocol { offset, .. }
             | PickleError::Malformed { offset, .. }
             | PickleError::LimitExceeded { offset, .. }
-            | PickleError::Read { offset, .. } => *offset,
+            | PickleError::Read { offset, .. }
+            | PickleError::Stopped { offset } => *offset,
         }
     }
 }
@@ -339,6 +359,8 @@ struct Blob {
 }
 
 const NO_CHUNK: u32 = u32::MAX;
+/// `Container::head` of a released container (see [`Pickle::released`]).
+const RELEASED: u32 = u32::MAX - 1;
 
 #[derive(Clone, Copy, Debug)]
 struct Container {
@@ -403,6 +425,16 @@ impl<'a> Pickle<'a> {
     /// Reads a whole pickle held in memory. Stops at `STOP`; bytes after it are ignored, as
     /// Python does (see [`Pickle::end`] and [`Pickle::input_len`]).
     pub fn parse(input: &'a [u8], limits: &PickleLimits) -> Result<Pickle<'a>, PickleError> {
+        Pickle::parse_with(input, limits, None)
+    }
+
+    /// [`Pickle::parse`], handing the elements of the lists `sink` takes to it as they are
+    /// appended (see [`ListSink`]).
+    pub fn parse_with(
+        input: &'a [u8],
+        limits: &PickleLimits,
+        sink: Option<&mut dyn ListSink>,
+    ) -> Result<Pickle<'a>, PickleError> {
         if input.len() as u64 > limits.max_input_bytes {
             return Err(PickleError::LimitExceeded {
                 offset: 0,
@@ -411,7 +443,7 @@ impl<'a> Pickle<'a> {
             });
         }
         let mut reader = input;
-        let mut pickle = Pickle::run_machine(&mut reader, limits, Some(input.len()))?;
+        let mut pickle = Pickle::run_machine(&mut reader, limits, Some(input.len()), sink)?;
         pickle.input_len = input.len();
         pickle.input_len_lower_bound = false;
         Ok(pickle)
@@ -430,16 +462,28 @@ impl<'a> Pickle<'a> {
         mut reader: R,
         limits: &PickleLimits,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(&mut reader, limits, None)
+        Pickle::run_machine(&mut reader, limits, None, None)
+    }
+
+    /// [`Pickle::from_reader`], handing the elements of the lists `sink` takes to it as they
+    /// are appended (see [`ListSink`]).
+    pub fn from_reader_with<R: std::io::Read>(
+        mut reader: R,
+        limits: &PickleLimits,
+        sink: &mut dyn ListSink,
+    ) -> Result<Pickle<'static>, PickleError> {
+        Pickle::run_machine(&mut reader, limits, None, Some(sink))
     }
 
     fn run_machine<'x>(
         reader: &mut dyn std::io::Read,
         limits: &PickleLimits,
         size_hint: Option<usize>,
+        sink: Option<&mut dyn ListSink>,
     ) -> Result<Pickle<'x>, PickleError> {
-        let mut vm = Machine::new(reader, limits);
-        if let Some(n) = size_hint {
+        let streaming = sink.is_some();
+        let mut vm = Machine::new(reader, limits, sink);
+        if let Some(n) = size_hint.filter(|_| !streaming) {
             // Snapshots hold about one element handle per 6 input bytes and one memoised
             // object per 70: reserving that much up front saves the copies of repeated
             // doubling. Reserved but untouched memory costs address space, not RAM.
@@ -507,6 +551,11 @@ impl<'a> Pickle<'a> {
             + self.bigs.len()
             + self.floats.len()
             + self.containers.len()
+    }
+
+    /// Element handles held in the arena (lists, tuples, sets; two per dict pair).
+    pub fn item_count(&self) -> usize {
+        self.items.len()
     }
 
     /// Containers created; every [`ContainerId::index`] is below this.
@@ -632,9 +681,26 @@ impl<'a> Pickle<'a> {
         matches!(h.tag(), TAG_LIST | TAG_TUPLE).then_some(ContainerId(h.index() as u32))
     }
 
-    /// Number of elements (pairs, for a dict).
+    /// Number of elements (pairs, for a dict). A released container is empty; a list taken
+    /// by a [`ListSink`] counts the elements handed to the sink but holds none of them.
     pub fn len(&self, c: ContainerId) -> usize {
-        self.containers.get(c.index()).map_or(0, |k| k.len as usize)
+        self.containers.get(c.index()).map_or(0, |k| {
+            if k.head == RELEASED {
+                0
+            } else {
+                k.len as usize
+            }
+        })
+    }
+
+    /// The note a [`ListSink`] left on a container whose arena space was released after the
+    /// sink consumed it (see [`ListSink::release`]); `None` for every other container.
+    /// A released container reads as empty.
+    pub fn released(&self, c: ContainerId) -> Option<(u32, u32)> {
+        match self.containers.get(c.index()) {
+            Some(k) if k.head == RELEASED => Some((k.tail, k.len)),
+            _ => None,
+        }
     }
 
     /// Whether the container is empty.
@@ -735,6 +801,68 @@ impl Iterator for Pairs<'_> {
         let v = self.items.next()?;
         Some((k, v))
     }
+}
+
+/// Takes over chosen lists while a pickle is read: their elements are handed to the sink
+/// as they are appended instead of being stored in the arena, and the arena space of what
+/// the sink consumed is then given back.
+///
+/// The reader asks [`ListSink::takes`] whenever elements are about to be appended to a list
+/// (and when a MARK is pushed with a list on top, the start of an `APPENDS` batch). A list
+/// taken once stays taken. Each `APPEND`/`APPENDS` into it calls [`ListSink::take`] with
+/// the elements, which are complete by then (the pickler writes an element whole before
+/// appending it); the list itself stays empty in the arena. When an `APPENDS` batch into a
+/// taken list ends, every container created since its MARK is offered to
+/// [`ListSink::release`]: the sink says which it has consumed and holds in decoded form
+/// (and will recognise again by identity if the memo hands it back later); those are
+/// released (their items and chunks are freed; the container keeps its index and the
+/// sink's note, see [`Pickle::released`]) and the items of the others are compacted, so
+/// the arena holds at most one batch of taken elements at a time.
+pub trait ListSink {
+    /// Whether the list at `stack[target]` is one the sink takes; `offset`: input bytes
+    /// read. `Err` stops the reader ([`PickleError::Stopped`]); the sink keeps the reason.
+    #[allow(clippy::result_unit_err)]
+    fn takes(
+        &mut self,
+        p: &Pickle<'_>,
+        stack: &[Handle],
+        target: usize,
+        offset: u64,
+    ) -> Result<bool, ()>;
+    /// Elements appended to the taken list `list`, in order; `offset`: input bytes read.
+    #[allow(clippy::result_unit_err)]
+    fn take(
+        &mut self,
+        p: &Pickle<'_>,
+        list: ContainerId,
+        elements: &[Handle],
+        offset: u64,
+    ) -> Result<(), ()>;
+    /// After a batch: `Some(note)` if the sink consumed container `c` (created during the
+    /// batch) and will never need its contents again; the note is kept for
+    /// [`Pickle::released`]. `None` keeps the container.
+    fn release(&mut self, p: &Pickle<'_>, c: ContainerId) -> Option<(u32, u32)>;
+}
+
+/// An `APPENDS` batch into a taken list: the arena lengths at its MARK.
+#[derive(Clone, Copy, Debug)]
+struct Batch {
+    /// Index of the batch's MARK in `Machine::marks`.
+    depth: usize,
+    list: u32,
+    items: usize,
+    chunks: usize,
+    containers: usize,
+    ints: usize,
+    bigs: usize,
+    floats: usize,
+    /// A number made during the batch was memoised (Python never does this).
+    keep_numbers: bool,
+    /// Length of the last chunk at the MARK (it may only grow if an older container was
+    /// appended to, which keeps the batch).
+    last_chunk_len: Option<u32>,
+    /// Lowest container index appended to during the batch.
+    min_target: usize,
 }
 
 /// The names of opcodes, for messages.
@@ -960,8 +1088,13 @@ impl Source<'_> {
 }
 
 /// The unpickling virtual machine. Owns the arenas while they are built.
-struct Machine<'r, 'l> {
+struct Machine<'r, 'l, 's> {
     pickle: Pickle<'static>,
+    sink: Option<&'s mut dyn ListSink>,
+    /// The open batch into a taken list, if any.
+    batch: Option<Batch>,
+    /// The batch whose MARK the last `pop_mark` popped.
+    closed: Option<Batch>,
     limits: &'l PickleLimits,
     src: Source<'r>,
     /// Offset of the opcode being executed, for messages.
@@ -1020,9 +1153,16 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-impl<'r, 'l> Machine<'r, 'l> {
-    fn new(reader: &'r mut dyn std::io::Read, limits: &'l PickleLimits) -> Self {
+impl<'r, 'l, 's> Machine<'r, 'l, 's> {
+    fn new(
+        reader: &'r mut dyn std::io::Read,
+        limits: &'l PickleLimits,
+        sink: Option<&'s mut dyn ListSink>,
+    ) -> Self {
         Machine {
+            sink,
+            batch: None,
+            closed: None,
             pickle: Pickle {
                 protocol: None,
                 root: Handle::NONE,
@@ -1204,9 +1344,15 @@ impl<'r, 'l> Machine<'r, 'l> {
 
     /// Pops the topmost MARK, returning where the marked items start.
     fn pop_mark(&mut self, what: &'static str) -> Result<usize, PickleError> {
-        self.marks
+        let from = self
+            .marks
             .pop()
-            .ok_or_else(|| self.malformed(format!("{what} without a preceding MARK")))
+            .ok_or_else(|| self.malformed(format!("{what} without a preceding MARK")))?;
+        self.closed = None;
+        if self.batch.is_some_and(|b| self.marks.len() <= b.depth) {
+            self.closed = self.batch.take();
+        }
+        Ok(from)
     }
 
     // ---- arenas --------------------------------------------------------------------------
@@ -1246,6 +1392,14 @@ impl<'r, 'l> Machine<'r, 'l> {
         let Some(container) = self.pickle.containers.get(c).copied() else {
             return Err(self.malformed("reference to a container that does not exist"));
         };
+        if container.head == RELEASED {
+            return Err(self.malformed(
+                "adds to a container after it was read as a finished element of a list",
+            ));
+        }
+        if let Some(b) = &mut self.batch {
+            b.min_target = b.min_target.min(c);
+        }
         let new_len = container.len as u64 + elements as u64;
         if new_len > self.limits.max_container_len.min(u32::MAX as u64) {
             return Err(self.limit("a container's length", self.limits.max_container_len));
@@ -1416,6 +1570,10 @@ impl<'r, 'l> Machine<'r, 'l> {
     }
 
     fn memo_put(&mut self, idx: u64, h: Handle) -> Result<(), PickleError> {
+        if let Some(b) = &mut self.batch {
+            // A number the batch made stays reachable: keep the number arenas.
+            b.keep_numbers |= matches!(h.tag(), TAG_INT64 | TAG_BIGINT | TAG_FLOAT);
+        }
         if idx >= self.limits.max_memo_entries {
             return Err(self.limit("a memo index", self.limits.max_memo_entries));
         }
@@ -1496,13 +1654,20 @@ impl<'r, 'l> Machine<'r, 'l> {
                         ));
                     }
                     self.marks.push(self.stack.len());
+                    if self.batch.is_none()
+                        && self.stack.last().is_some_and(|h| h.tag() == TAG_LIST)
+                        && self.sink_takes(self.stack.len() - 1)?
+                    {
+                        self.open_batch();
+                    }
                 }
                 b'0' => {
                     // POP: like CPython, an empty stack above a MARK pops the MARK instead.
                     let floor = self.marks.last().copied().unwrap_or(0);
                     if self.stack.len() > floor {
                         self.stack.pop();
-                    } else if let Some(m) = self.marks.pop() {
+                    } else if !self.marks.is_empty() {
+                        let m = self.pop_mark("POP")?;
                         self.stack.truncate(m);
                     } else {
                         return Err(self.malformed("POP on an empty stack"));
@@ -1738,10 +1903,15 @@ impl<'r, 'l> Machine<'r, 'l> {
                         )));
                     }
                     let from = self.stack.len() - 1;
-                    self.append_from_stack(target.index(), from, 1)?;
+                    if self.sink_takes(from - 1)? {
+                        self.hand_over(target, from)?;
+                    } else {
+                        self.append_from_stack(target.index(), from, 1)?;
+                    }
                 }
                 b'e' => {
                     let from = self.pop_mark("APPENDS")?;
+                    let closed = self.closed.take();
                     let target = self.target_below_mark(from, "APPENDS")?;
                     if target.tag() != TAG_LIST {
                         return Err(self.malformed(format!(
@@ -1749,8 +1919,15 @@ impl<'r, 'l> Machine<'r, 'l> {
                             self.pickle.value(target).type_name()
                         )));
                     }
-                    let n = self.stack.len() - from;
-                    self.append_from_stack(target.index(), from, n)?;
+                    if self.sink_takes(from - 1)? {
+                        self.hand_over(target, from)?;
+                        if let Some(b) = closed.filter(|b| b.list as usize == target.index()) {
+                            self.release_batch(&b);
+                        }
+                    } else {
+                        let n = self.stack.len() - from;
+                        self.append_from_stack(target.index(), from, n)?;
+                    }
                 }
                 b'}' => {
                     let h = self.new_container(TAG_DICT)?;
@@ -1881,6 +2058,156 @@ impl<'r, 'l> Machine<'r, 'l> {
                     });
                 }
             }
+        }
+    }
+
+    // ---- taken lists (see `ListSink`) -------------------------------------------------------
+
+    /// Whether the sink takes the list at `stack[target]`.
+    #[inline]
+    fn sink_takes(&mut self, target: usize) -> Result<bool, PickleError> {
+        let Some(sink) = self.sink.as_deref_mut() else {
+            return Ok(false);
+        };
+        sink.takes(&self.pickle, &self.stack, target, self.src.offset())
+            .map_err(|()| PickleError::Stopped { offset: self.op_at })
+    }
+
+    /// Hands `stack[from..]` to the sink as elements of the taken list `list`.
+    fn hand_over(&mut self, list: Handle, from: usize) -> Result<(), PickleError> {
+        let offset = self.src.offset();
+        // The list stays empty in the arena but counts its elements, against the limit.
+        let Some(container) = self.pickle.containers.get(list.index()).copied() else {
+            return Err(self.malformed("reference to a container that does not exist"));
+        };
+        let new_len = container.len as u64 + (self.stack.len() - from) as u64;
+        if new_len > self.limits.max_container_len.min(u32::MAX as u64) {
+            return Err(self.limit("a container's length", self.limits.max_container_len));
+        }
+        if container.head == RELEASED {
+            return Err(self.malformed(
+                "adds to a container after it was read as a finished element of a list",
+            ));
+        }
+        self.pickle.containers[list.index()].len = new_len as u32;
+        if let Some(sink) = self.sink.as_deref_mut() {
+            sink.take(
+                &self.pickle,
+                ContainerId(list.index() as u32),
+                &self.stack[from..],
+                offset,
+            )
+            .map_err(|()| PickleError::Stopped { offset: self.op_at })?;
+        }
+        self.stack.truncate(from);
+        Ok(())
+    }
+
+    /// Records the arena lengths at the MARK just pushed: an `APPENDS` batch into the taken
+    /// list below it begins.
+    fn open_batch(&mut self) {
+        let p = &self.pickle;
+        self.batch = Some(Batch {
+            depth: self.marks.len() - 1,
+            list: self.stack.last().map_or(0, |h| h.index() as u32),
+            items: p.items.len(),
+            chunks: p.chunks.len(),
+            containers: p.containers.len(),
+            ints: p.ints.len(),
+            bigs: p.bigs.len(),
+            floats: p.floats.len(),
+            keep_numbers: false,
+            last_chunk_len: p.chunks.last().map(|c| c.len),
+            min_target: usize::MAX,
+        });
+    }
+
+    /// After an `APPENDS` batch into a taken list: releases the containers created during it
+    /// that the sink consumed, compacts the items of the others, and truncates the number
+    /// arenas when nothing kept refers into what the batch added to them.
+    fn release_batch(&mut self, b: &Batch) {
+        let Some(sink) = self.sink.as_deref_mut() else {
+            return;
+        };
+        let p = &mut self.pickle;
+        // A container older than the batch got items during it (only a hand-made pickle
+        // does that): keep everything. Memo entries need no check: a container the sink
+        // consumed is recognised by it when the memo hands it back, the others are kept,
+        // and memoised numbers set `keep_numbers`.
+        if b.min_target < b.containers
+            || p.chunks.len() < b.chunks
+            || (b.chunks > 0 && Some(p.chunks[b.chunks - 1].len) != b.last_chunk_len)
+        {
+            return;
+        }
+        // Which containers the sink consumed; the chunks of the others, to move down.
+        let mut moved: Vec<(u64, u32, u32)> = Vec::new();
+        for c in b.containers..p.containers.len() {
+            match sink.release(p, ContainerId(c as u32)) {
+                Some((note_a, note_b)) => {
+                    p.containers[c] = Container {
+                        head: RELEASED,
+                        tail: note_a,
+                        len: note_b,
+                    };
+                }
+                None => {
+                    let mut chunk = p.containers[c].head;
+                    while let Some(k) = p.chunks.get(chunk as usize) {
+                        moved.push((k.start, k.len, c as u32));
+                        chunk = k.next;
+                    }
+                    p.containers[c].head = NO_CHUNK;
+                    p.containers[c].tail = NO_CHUNK;
+                }
+            }
+        }
+        // Move the kept items down, in arena order, so that no copy overwrites a source not
+        // yet copied; each container's chunks come in chain order.
+        moved.sort_unstable_by_key(|m| m.0);
+        p.chunks.truncate(b.chunks);
+        let mut write = b.items;
+        let keep = b.keep_numbers;
+        let (mut keep_ints, mut keep_bigs, mut keep_floats) = (keep, keep, keep);
+        let mut note_scalar = |h: Handle| {
+            let i = h.index();
+            match h.tag() {
+                TAG_INT64 => keep_ints |= i >= b.ints,
+                TAG_BIGINT => keep_bigs |= i >= b.bigs,
+                TAG_FLOAT => keep_floats |= i >= b.floats,
+                _ => {}
+            }
+        };
+        for &(start, len, c) in &moved {
+            let start = start as usize;
+            for &h in &p.items[start..start + len as usize] {
+                note_scalar(h);
+            }
+            p.items.copy_within(start..start + len as usize, write);
+            let idx = p.chunks.len() as u32;
+            p.chunks.push(Chunk {
+                start: write as u64,
+                len,
+                next: NO_CHUNK,
+            });
+            let container = &mut p.containers[c as usize];
+            if let Some(prev) = p.chunks.get_mut(container.tail as usize) {
+                prev.next = idx;
+            } else {
+                container.head = idx;
+            }
+            container.tail = idx;
+            write += len as usize;
+        }
+        p.items.truncate(write);
+        if !keep_ints {
+            p.ints.truncate(b.ints);
+        }
+        if !keep_bigs {
+            p.bigs.truncate(b.bigs);
+        }
+        if !keep_floats {
+            p.floats.truncate(b.floats);
         }
     }
 

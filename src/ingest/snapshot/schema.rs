@@ -14,6 +14,20 @@
 //! traceback, so a million entries usually resolve through a few thousand lookups), then by
 //! content, so pickles written without sharing dedupe too.
 //!
+//! Trace entries are decoded while the pickle is read: [`StreamDecoder`] is the pickle
+//! reader's [`ListSink`]. It takes a list when elements are appended to it and the stack
+//! shows it is `root["device_traces"][dev]` (or `host_traces`): under it the earlier device
+//! lists, the outer list, then the key at an odd index above the root dict at the bottom
+//! (the root's earlier pairs are still on the stack, as `pickle.dump` writes them). Each
+//! `APPENDS` batch of entry dicts is decoded into [`TraceEntry`] records at once, with the
+//! same code as the whole-arena path, and the reader then releases the batch's arena space
+//! (entry dicts, their frame lists and new frame dicts, `pool_id` tuples: all recognised by
+//! identity if the memo hands them back later). Before the first list of a key is taken,
+//! the root's earlier pairs (`segments`) are decoded, so the whole file is decoded in its
+//! order and frames are numbered exactly as by [`decode`] of a whole arena; anomalies noted
+//! in a taken list are merged where the list is met. The walk budget is checked against the
+//! input read so far. [`decode`] (a parsed arena, nothing taken) gives the same snapshot.
+//!
 //! The decoder walks shared structures through handles; a memo bomb that makes it visit far
 //! more elements than the file could hold is stopped by the walk budget
 //! ([`PickleLimits::walk_budget`]).
@@ -23,7 +37,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::fxhash::{FxHashMap, new_map};
-use crate::ingest::snapshot::pickle::{ContainerId, Handle, Pickle, PickleLimits, Value};
+use crate::ingest::snapshot::pickle::{ContainerId, Handle, ListSink, Pickle, PickleLimits, Value};
 
 /// Index into [`FrameTable::frames`].
 pub type FrameId = u32;
@@ -305,6 +319,16 @@ pub struct Anomalies {
 impl Anomalies {
     const MAX_EXAMPLES: usize = 10;
 
+    /// Adds what another record counted.
+    fn merge(&mut self, other: Anomalies) {
+        self.count += other.count;
+        for e in other.examples {
+            if self.examples.len() < Self::MAX_EXAMPLES {
+                self.examples.push(e);
+            }
+        }
+    }
+
     pub fn note(&mut self, what: impl FnOnce() -> String) {
         self.count += 1;
         if self.examples.len() < Self::MAX_EXAMPLES {
@@ -547,41 +571,215 @@ const SYM_TABLE: [Sym; 53] = [
 
 /// Decodes a parsed pickle into a [`Snapshot`].
 pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, DecodeError> {
-    let mut d = Decoder {
-        p: pickle,
-        budget: limits.walk_budget(pickle.input_len()),
-        budget_limit: limits.walk_budget(pickle.input_len()),
-        sym_cache: vec![0u8; pickle.blob_count()],
-        shared_strs: vec![None; pickle.blob_count()],
-        shared_lines: new_map(),
-        identity: vec![0u32; pickle.container_count()],
-        frame_by_content: new_map(),
-        list_by_hash: new_map(),
-        list_next: Vec::new(),
-        scratch: Vec::new(),
-        out: Snapshot {
-            layout: Layout::Dict,
-            protocol: pickle.protocol(),
-            segments: Vec::new(),
-            blocks: Vec::new(),
-            traces: Vec::new(),
-            host_segments: Vec::new(),
-            host_traces: Vec::new(),
-            frames: FrameTable::new(),
-            extras: Vec::new(),
-            allocator_settings: None,
-            annotations: Vec::new(),
-            markers: Markers::default(),
-            anomalies: Anomalies::default(),
-        },
-    };
-    d.top(pickle.root())?;
-    Ok(d.out)
+    StreamDecoder::new(limits).finish(pickle)
 }
 
-struct Decoder<'p, 'a> {
-    p: &'p Pickle<'a>,
-    budget: u64,
+/// Decodes a snapshot while its pickle is read: the [`ListSink`] that takes the lists of
+/// `device_traces` and `host_traces` and turns each entry dict into a [`TraceEntry`] as its
+/// batch is appended, so that the pickle's arena never holds the trace (see the module
+/// docs). Hand it to [`Pickle::from_reader_with`] / [`Pickle::parse_with`], then call
+/// [`StreamDecoder::finish`] with the pickle read, or [`StreamDecoder::error`] if the
+/// reader stopped with [`crate::ingest::snapshot::pickle::PickleError::Stopped`].
+pub struct StreamDecoder {
+    st: State,
+}
+
+impl StreamDecoder {
+    pub fn new(limits: &PickleLimits) -> Self {
+        StreamDecoder {
+            st: State {
+                limits: limits.clone(),
+                spent: 0,
+                budget_limit: limits.walk_budget(0),
+                sym_cache: Vec::new(),
+                shared_strs: Vec::new(),
+                shared_lines: new_map(),
+                identity: Vec::new(),
+                frame_by_content: new_map(),
+                list_by_hash: new_map(),
+                list_next: Vec::new(),
+                scratch: Vec::new(),
+                taken: Vec::new(),
+                batch_entries: new_map(),
+                in_batch: false,
+                root: None,
+                root_pairs_done: Vec::new(),
+                traces_calls: 0,
+                error: None,
+                out: Snapshot {
+                    layout: Layout::Dict,
+                    protocol: None,
+                    segments: Vec::new(),
+                    blocks: Vec::new(),
+                    traces: Vec::new(),
+                    host_segments: Vec::new(),
+                    host_traces: Vec::new(),
+                    frames: FrameTable::new(),
+                    extras: Vec::new(),
+                    allocator_settings: None,
+                    annotations: Vec::new(),
+                    markers: Markers::default(),
+                    anomalies: Anomalies::default(),
+                },
+            },
+        }
+    }
+
+    /// Why the decoder stopped the reader, if it did.
+    pub fn error(&mut self) -> Option<DecodeError> {
+        self.st.error.take()
+    }
+
+    /// Decodes the rest of the pickle (everything that was not taken while it was read).
+    pub fn finish(mut self, pickle: &Pickle<'_>) -> Result<Snapshot, DecodeError> {
+        if let Some(e) = self.st.error.take() {
+            return Err(e);
+        }
+        self.st.out.protocol = pickle.protocol();
+        let limit = self.st.limits.walk_budget(pickle.input_len());
+        let mut d = Decoder::new(pickle, &mut self.st, limit);
+        d.top(pickle.root())?;
+        let mut out = std::mem::replace(
+            &mut self.st.out,
+            Snapshot {
+                layout: Layout::Dict,
+                protocol: None,
+                segments: Vec::new(),
+                blocks: Vec::new(),
+                traces: Vec::new(),
+                host_segments: Vec::new(),
+                host_traces: Vec::new(),
+                frames: FrameTable::new(),
+                extras: Vec::new(),
+                allocator_settings: None,
+                annotations: Vec::new(),
+                markers: Markers::default(),
+                anomalies: Anomalies::default(),
+            },
+        );
+        out.frames.ids.shrink_to_fit();
+        Ok(out)
+    }
+}
+
+impl ListSink for StreamDecoder {
+    fn takes(
+        &mut self,
+        p: &Pickle<'_>,
+        stack: &[Handle],
+        target: usize,
+        offset: u64,
+    ) -> Result<bool, ()> {
+        let Some(list) = stack.get(target).and_then(|&h| p.as_sequence(h)) else {
+            return Ok(false);
+        };
+        if self.st.taken.iter().any(|t| t.list == list.index() as u32) {
+            return Ok(true);
+        }
+        // `root[K][dev]` with K = device_traces or host_traces: under the list, the
+        // previous device lists (if written in one batch), the outer list, then the key, at
+        // an odd stack index above the root dict at the bottom (the pairs between them are
+        // the root's earlier pairs, not yet set).
+        let mut k = target;
+        loop {
+            if k == 0 || target - k > 4096 {
+                return Ok(false);
+            }
+            k -= 1;
+            if !matches!(p.value(stack[k]), Value::List(_)) {
+                break;
+            }
+        }
+        if k % 2 == 0 || k + 2 > target || p.as_dict(stack[0]).is_none() {
+            return Ok(false);
+        }
+        let limit = self.st.limits.walk_budget(offset as usize);
+        let mut d = Decoder::new(p, &mut self.st, limit);
+        let name = match d.sym(stack[k]) {
+            Sym::DeviceTraces => "device_traces",
+            Sym::HostTraces => "host_traces",
+            _ => return Ok(false),
+        };
+        let outer = p.as_sequence(stack[k + 1]).map_or(0, |o| p.len(o));
+        let dev = outer + (target - k - 2);
+        // Decode the root's earlier pairs now, so that everything is decoded in file order
+        // (frames are numbered as they are first met) whatever is taken.
+        if let Err(e) = d.root_pairs_before(stack, k) {
+            self.st.error = Some(e);
+            return Err(());
+        }
+        self.st.taken.push(Taken {
+            list: list.index() as u32,
+            name,
+            dev,
+            entries: Vec::new(),
+            anomalies: Anomalies::default(),
+            elements: 0,
+            again: 0,
+            moved: None,
+        });
+        Ok(true)
+    }
+
+    fn take(
+        &mut self,
+        p: &Pickle<'_>,
+        list: ContainerId,
+        elements: &[Handle],
+        offset: u64,
+    ) -> Result<(), ()> {
+        let limit = self.st.limits.walk_budget(offset as usize);
+        self.st.budget_limit = limit;
+        self.st.batch_entries.clear();
+        self.st.in_batch = true;
+        let mut d = Decoder::new(p, &mut self.st, limit);
+        let result = d.take_entries(list, elements);
+        self.st.in_batch = false;
+        result.map_err(|e| self.st.error = Some(e))
+    }
+
+    fn release(&mut self, _p: &Pickle<'_>, c: ContainerId) -> Option<(u32, u32)> {
+        let st = &self.st;
+        if let Some(&note) = st.batch_entries.get(&(c.index() as u32)) {
+            return Some(note);
+        }
+        if st.taken.iter().any(|t| t.list == c.index() as u32) {
+            return None;
+        }
+        if st.identity.get(c.index()).is_some_and(|&id| id != 0)
+            || st.shared_lines.contains_key(&(c.index() as u32))
+        {
+            return Some((0, 0));
+        }
+        None
+    }
+}
+
+/// A list of `device_traces` or `host_traces` taken while the pickle was read.
+struct Taken {
+    /// Its container index.
+    list: u32,
+    name: &'static str,
+    /// Its index in the outer list, as far as the stack tells while it is read.
+    dev: usize,
+    entries: Vec<TraceEntry>,
+    /// What decoding its entries noted, merged where the list is met in the top level.
+    anomalies: Anomalies,
+    /// Elements appended (dicts or not).
+    elements: u64,
+    /// The walk a second reference to the list costs (the sum of its entries' lengths).
+    again: u64,
+    /// Where `entries` went when the list was placed: `(traces call, index in its output)`.
+    moved: Option<(u32, usize)>,
+}
+
+/// Decoder state that outlives one borrow of the pickle: the streamed read lends the
+/// growing arena to the decoder once per batch.
+struct State {
+    limits: PickleLimits,
+    /// Elements visited so far.
+    spent: u64,
+    /// The walk budget: [`PickleLimits::walk_budget`] of the input read so far.
     budget_limit: u64,
     /// Blob index → `Sym as u8`, 0 = not looked up yet.
     sym_cache: Vec<u8>,
@@ -596,11 +794,45 @@ struct Decoder<'p, 'a> {
     /// Frames by content: strings are interned by the pickle reader, so their indices
     /// stand for their text and a lookup hashes three numbers, however long the names.
     frame_by_content: FxHashMap<(u32, i64, u32), FrameId>,
-    /// Frame lists by content hash; `list_next` chains lists whose hashes collide.
-    list_by_hash: FxHashMap<u64, u32>,
+    /// Frame lists by content hash → the newest such list `(id, start, len)` (where its ids
+    /// are, so that the usual hit costs one lookup and one compare, not a third load);
+    /// `list_next` chains earlier lists whose hashes collide.
+    list_by_hash: FxHashMap<u64, (u32, u32, u32)>,
     list_next: Vec<u32>,
     scratch: Vec<FrameId>,
+    /// Trace lists taken while the pickle was read.
+    taken: Vec<Taken>,
+    /// Containers read whole in the current batch → the note they are released with:
+    /// entry dicts → `(taken index, entry index)`, pool id tuples → their pair.
+    batch_entries: FxHashMap<u32, (u32, u32)>,
+    /// A batch is being taken (only then is `batch_entries` filled).
+    in_batch: bool,
+    /// The root dict whose first pairs were decoded while it was read, and those pairs.
+    root: Option<Handle>,
+    root_pairs_done: Vec<(Handle, Handle)>,
+    traces_calls: u32,
+    /// Why the reader was stopped.
+    error: Option<DecodeError>,
     out: Snapshot,
+}
+
+/// The decoder with the pickle lent to it.
+struct Decoder<'p, 'a, 's> {
+    p: &'p Pickle<'a>,
+    st: &'s mut State,
+}
+
+impl std::ops::Deref for Decoder<'_, '_, '_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.st
+    }
+}
+
+impl std::ops::DerefMut for Decoder<'_, '_, '_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.st
+    }
 }
 
 /// Describes a value for "not a snapshot" messages.
@@ -633,16 +865,29 @@ fn describe(p: &Pickle<'_>, h: Handle) -> String {
     }
 }
 
-impl<'p, 'a> Decoder<'p, 'a> {
+impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
+    /// Lends `p` to the state, whose per-object tables grow to the pickle's counts.
+    fn new(p: &'p Pickle<'a>, st: &'s mut State, budget_limit: u64) -> Self {
+        st.budget_limit = budget_limit;
+        if st.sym_cache.len() < p.blob_count() {
+            st.sym_cache.resize(p.blob_count(), 0);
+            st.shared_strs.resize(p.blob_count(), None);
+        }
+        if st.identity.len() < p.container_count() {
+            st.identity.resize(p.container_count(), 0);
+        }
+        Decoder { p, st }
+    }
+
     #[inline]
     fn spend(&mut self, n: u64, path: impl FnOnce() -> String) -> Result<(), DecodeError> {
-        match self.budget.checked_sub(n) {
-            Some(b) => {
-                self.budget = b;
+        match self.st.spent.checked_add(n) {
+            Some(total) if total <= self.st.budget_limit => {
+                self.st.spent = total;
                 Ok(())
             }
-            None => Err(DecodeError::WalkBudget {
-                limit: self.budget_limit,
+            _ => Err(DecodeError::WalkBudget {
+                limit: self.st.budget_limit,
                 path: path(),
             }),
         }
@@ -703,9 +948,22 @@ impl<'p, 'a> Decoder<'p, 'a> {
 
     fn pair_field(&mut self, h: Handle) -> Option<(i64, i64)> {
         let c = self.p.as_sequence(h)?;
+        let tuple = matches!(self.p.value(h), Value::Tuple(_));
+        if tuple {
+            // A pool id tuple of an earlier batch: its pair is the note it was released with.
+            if let Some((a, b)) = self.p.released(c) {
+                return Some((a as i64, b as i64));
+            }
+        }
         let mut it = self.p.items(c);
         let a = self.p.as_i64(it.next()?)?;
         let b = self.p.as_i64(it.next()?)?;
+        if tuple && self.in_batch {
+            if let (Ok(na), Ok(nb)) = (u32::try_from(a), u32::try_from(b)) {
+                // Read whole (a pair is all the decoder reads of a tuple): releasable.
+                self.st.batch_entries.insert(c.index() as u32, (na, nb));
+            }
+        }
         Some((a, b))
     }
 
@@ -750,7 +1008,56 @@ impl<'p, 'a> Decoder<'p, 'a> {
                 self.out.layout = Layout::Dict;
                 let pairs: Vec<(Handle, Handle)> = self.p.pairs(c).collect();
                 self.spend(pairs.len() as u64, || "top level".into())?;
-                for (k, v) in pairs {
+                // Pairs decoded while the file was read must be the root's first pairs.
+                let done = self.root_pairs_done.len();
+                if done > 0
+                    && (self.root != Some(root)
+                        || pairs.get(..done) != Some(&self.root_pairs_done[..]))
+                {
+                    return Err(DecodeError::NotASnapshot(NotASnapshot {
+                        found: "a pickle whose top-level dict changes after its traces were read (pickle.dump never writes that)".into(),
+                    }));
+                }
+                for &(k, v) in &pairs[done..] {
+                    self.top_pair(k, v)?;
+                }
+                Ok(())
+            }
+            _ => Err(DecodeError::NotASnapshot(NotASnapshot {
+                found: describe(self.p, root),
+            })),
+        }
+    }
+
+    /// While the pickle is read, before the list of a trace key at `stack[key]` is taken:
+    /// decodes the root's pairs that come before it (set in the root dict, or still on the
+    /// stack between the root and the key), so that the file is decoded in its order.
+    fn root_pairs_before(&mut self, stack: &[Handle], key: usize) -> Result<(), DecodeError> {
+        let root = stack[0];
+        let Some(c) = self.p.as_dict(root) else {
+            return Ok(());
+        };
+        if self.root.is_some_and(|r| r != root) {
+            return Ok(());
+        }
+        self.root = Some(root);
+        let pairs: Vec<(Handle, Handle)> = self
+            .p
+            .pairs(c)
+            .chain(stack[1..key].chunks_exact(2).map(|kv| (kv[0], kv[1])))
+            .collect();
+        for &(k, v) in pairs.iter().skip(self.root_pairs_done.len()) {
+            self.top_pair(k, v)?;
+            self.st.root_pairs_done.push((k, v));
+        }
+        Ok(())
+    }
+
+    /// One pair of the top-level dict.
+    fn top_pair(&mut self, k: Handle, v: Handle) -> Result<(), DecodeError> {
+        {
+            {
+                {
                     match self.sym(k) {
                         Sym::Segments => match self.p.as_sequence(v) {
                             Some(l) => {
@@ -792,12 +1099,9 @@ impl<'p, 'a> Decoder<'p, 'a> {
                         _ => {}
                     }
                 }
-                Ok(())
             }
-            _ => Err(DecodeError::NotASnapshot(NotASnapshot {
-                found: describe(self.p, root),
-            })),
         }
+        Ok(())
     }
 
     fn segments(&mut self, list: ContainerId, host: bool) -> Result<(), DecodeError> {
@@ -994,7 +1298,9 @@ impl<'p, 'a> Decoder<'p, 'a> {
             return Ok(Vec::new());
         };
         self.spend(self.p.len(devices) as u64, || name.into())?;
-        let mut out = Vec::with_capacity(self.p.len(devices));
+        self.st.traces_calls += 1;
+        let call = self.traces_calls;
+        let mut out: Vec<Vec<TraceEntry>> = Vec::with_capacity(self.p.len(devices));
         for (dev, th) in self.p.items(devices).enumerate() {
             let Some(list) = self.p.as_sequence(th) else {
                 self.out
@@ -1003,6 +1309,34 @@ impl<'p, 'a> Decoder<'p, 'a> {
                 out.push(Vec::new());
                 continue;
             };
+            if let Some(t) = self
+                .taken
+                .iter()
+                .position(|t| t.list == list.index() as u32)
+            {
+                // Decoded while the file was read.
+                let (elements, again, moved) = {
+                    let t = &self.taken[t];
+                    (t.elements, t.again, t.moved)
+                };
+                self.spend(elements, || format!("{name}[{dev}]"))?;
+                let noted = self.taken[t].anomalies.clone();
+                self.out.anomalies.merge(noted);
+                let entries = match moved {
+                    None => {
+                        self.st.taken[t].moved = Some((call, out.len()));
+                        std::mem::take(&mut self.st.taken[t].entries)
+                    }
+                    Some(at) => {
+                        // The same list twice: as dear as walking it again.
+                        self.spend(again, || format!("{name}[{dev}]"))?;
+                        self.moved_entries(&out, call, at).to_vec()
+                    }
+                };
+                self.out.markers.trace_entries += entries.len();
+                out.push(entries);
+                continue;
+            }
             self.spend(self.p.len(list) as u64, || format!("{name}[{dev}]"))?;
             let mut entries = Vec::with_capacity(self.p.len(list));
             for (i, eh) in self.p.items(list).enumerate() {
@@ -1012,6 +1346,12 @@ impl<'p, 'a> Decoder<'p, 'a> {
                         .note(|| format!("{name}[{dev}][{i}]: expected a dict"));
                     continue;
                 };
+                if let Some(note) = self.p.released(d) {
+                    if let Some(e) = self.released_entry(&out, &entries, note) {
+                        entries.push(e);
+                    }
+                    continue;
+                }
                 let e = self.entry(d, name, dev, i)?;
                 entries.push(e);
             }
@@ -1019,6 +1359,116 @@ impl<'p, 'a> Decoder<'p, 'a> {
             out.push(entries);
         }
         Ok(out)
+    }
+
+    /// The entries of a taken list placed earlier: `at` is where (see [`Taken::moved`]).
+    fn moved_entries<'o>(
+        &'o self,
+        out: &'o [Vec<TraceEntry>],
+        call: u32,
+        at: (u32, usize),
+    ) -> &'o [TraceEntry] {
+        let found = if at.0 == call {
+            out.get(at.1)
+        } else {
+            // An earlier `device_traces` / `host_traces` pair (a duplicate key).
+            self.out
+                .traces
+                .get(at.1)
+                .or_else(|| self.out.host_traces.get(at.1))
+        };
+        found.map_or(&[], |v| v.as_slice())
+    }
+
+    /// A copy of an entry dict already decoded into a taken list (its note: the taken
+    /// index and the entry's index). `current` holds the entries of the list being built.
+    fn released_entry(
+        &self,
+        out: &[Vec<TraceEntry>],
+        current: &[TraceEntry],
+        note: (u32, u32),
+    ) -> Option<TraceEntry> {
+        let t = self.taken.get(note.0 as usize)?;
+        let pos = note.1 as usize;
+        match t.moved {
+            None => t.entries.get(pos).copied(),
+            Some(at) => self
+                .moved_entries(out, self.traces_calls, at)
+                .get(pos)
+                .or_else(|| current.get(pos))
+                .copied(),
+        }
+    }
+
+    /// The elements of a batch appended to a taken list: each entry dict is decoded now.
+    fn take_entries(&mut self, list: ContainerId, elements: &[Handle]) -> Result<(), DecodeError> {
+        let Some(slot) = self
+            .taken
+            .iter()
+            .position(|t| t.list == list.index() as u32)
+        else {
+            return Ok(());
+        };
+        // The list's record is moved out while its entries are decoded (its anomalies are
+        // noted apart, to be merged where the list is met in the top level), then back.
+        let mut t = std::mem::replace(
+            &mut self.st.taken[slot],
+            Taken {
+                list: u32::MAX,
+                name: "",
+                dev: 0,
+                entries: Vec::new(),
+                anomalies: Anomalies::default(),
+                elements: 0,
+                again: 0,
+                moved: None,
+            },
+        );
+        std::mem::swap(&mut self.st.out.anomalies, &mut t.anomalies);
+        let result = self.take_into(&mut t, slot, elements);
+        std::mem::swap(&mut self.st.out.anomalies, &mut t.anomalies);
+        self.st.taken[slot] = t;
+        result
+    }
+
+    fn take_into(
+        &mut self,
+        t: &mut Taken,
+        slot: usize,
+        elements: &[Handle],
+    ) -> Result<(), DecodeError> {
+        let (name, dev) = (t.name, t.dev);
+        for &eh in elements {
+            let i = t.elements as usize;
+            t.elements += 1;
+            let Some(d) = self.p.as_dict(eh) else {
+                self.out
+                    .anomalies
+                    .note(|| format!("{name}[{dev}][{i}]: expected a dict"));
+                continue;
+            };
+            if let Some(note) = self.p.released(d) {
+                // An entry dict of an earlier batch, handed back by the memo.
+                self.spend(1, || format!("{name}[{dev}][{i}]"))?;
+                let e = if note.0 as usize == slot {
+                    t.entries.get(note.1 as usize).copied()
+                } else {
+                    self.released_entry(&[], &[], note)
+                };
+                if let Some(e) = e {
+                    t.entries.push(e);
+                }
+                continue;
+            }
+            t.again += self.p.len(d) as u64;
+            let e = self.entry(d, name, dev, i)?;
+            let pos = t.entries.len() as u32;
+            self.st
+                .batch_entries
+                .insert(d.index() as u32, (slot as u32, pos));
+            t.entries.push(e);
+        }
+        Ok(())
     }
 
     fn entry(
@@ -1162,7 +1612,21 @@ impl<'p, 'a> Decoder<'p, 'a> {
                 scratch.push(id);
             }
         }
-        let mut candidate = self.list_by_hash.get(&hash).copied().unwrap_or(NO_LIST);
+        let newest = self.list_by_hash.get(&hash).copied();
+        let mut candidate = match newest {
+            Some((id, start, len)) => {
+                let ids = &self.out.frames.ids;
+                if len as usize == scratch.len()
+                    && ids.get(start as usize..(start + len) as usize) == Some(&scratch[..])
+                {
+                    self.scratch = scratch;
+                    self.remember(c, id);
+                    return Ok(FrameListId(id));
+                }
+                self.list_next.get(id as usize).copied().unwrap_or(NO_LIST)
+            }
+            None => NO_LIST,
+        };
         while candidate != NO_LIST
             && self.out.frames.list(FrameListId(candidate)) != scratch.as_slice()
         {
@@ -1180,7 +1644,10 @@ impl<'p, 'a> Decoder<'p, 'a> {
             self.out.frames.ids.extend_from_slice(&scratch);
             self.out.frames.lists.push((start, scratch.len() as u32));
             // Chain in front of any earlier list with the same hash.
-            let previous = self.list_by_hash.insert(hash, id).unwrap_or(NO_LIST);
+            let previous = self
+                .list_by_hash
+                .insert(hash, (id, start, scratch.len() as u32))
+                .map_or(NO_LIST, |(prev, _, _)| prev);
             if self.list_next.len() <= id as usize {
                 self.list_next.resize(id as usize + 1, NO_LIST);
             }

@@ -99,6 +99,22 @@ fn training_job(f: &mut Facts) {
 
 /// The numbers PyTorch's OOM message implies but does not print.
 fn torch_oom(f: &mut Facts) {
+    if let Some(requested) = f.num("oom.requested_bytes") {
+        if !f.contains("oom.shortfall_bytes") {
+            // Without a free figure the whole request counts as missing.
+            let free = f.num("oom.free_bytes");
+            let from: &[&str] = if free.is_some() {
+                &["oom.requested_bytes", "oom.free_bytes"]
+            } else {
+                &["oom.requested_bytes"]
+            };
+            f.derive(
+                "oom.shortfall_bytes",
+                (requested - free.unwrap_or(0.0)).max(0.0),
+                from,
+            );
+        }
+    }
     if let (Some(total), Some(free)) = (f.num("oom.total_bytes"), f.num("oom.free_bytes")) {
         if !f.contains("oom.device_used_bytes") {
             f.derive(

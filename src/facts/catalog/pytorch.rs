@@ -91,6 +91,11 @@ pub const FACTS: &[FactDef] = &[
         "PID of the largest other process on the device.",
     ),
     fact(
+        "oom.shortfall_bytes",
+        Unit::Bytes,
+        "How much more the failing request needed than the device had free: requested minus free (the whole request when free is not known), never below zero.",
+    ),
+    fact(
         "oom.device_used_bytes",
         Unit::Bytes,
         "Device memory in use at the failure: total minus free.",

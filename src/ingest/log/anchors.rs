@@ -15,8 +15,7 @@
 
 use aho_corasick::automaton::{Automaton, StateID};
 use aho_corasick::dfa::DFA;
-use aho_corasick::packed;
-use aho_corasick::{Anchored, MatchKind, Span};
+use aho_corasick::{Anchored, MatchKind};
 
 /// Lock-step walks per buffer.
 const STREAMS: usize = 4;
@@ -29,91 +28,6 @@ const PARALLEL_MIN: usize = 1 << 20;
 /// hits (cleaning, recognisers), about a third of the walk's time on a typical log.
 const FIRST_SHARE_PERCENT: usize = 42;
 
-/// Bytes folded (see [`fold`]) and searched at a time: small enough to stay in the L1/L2
-/// cache between the fold and the search.
-const FOLD_CHUNK: usize = 32 << 10;
-/// Teddy, the vectorised search, gets slow beyond this many literals (its buckets fill up and
-/// it verifies too many fingerprint hits); with more the prefilter is left out.
-const PREFILTER_MAX_LITERALS: usize = 64;
-/// Each Teddy searcher is a pass over the folded bytes; with more than this many the DFA walk
-/// is as fast.
-const PREFILTER_MAX_SEARCHERS: usize = 2;
-
-/// Literals chosen so that every anchor contains at least one of them (after [`fold`]),
-/// and each is rare in logs: a few lines in a million of a typical training or serving log.
-/// Any anchor containing none of them (one added later) joins the cover itself, so this list
-/// only decides speed, never which lines are found. `_` folds to DEL (0x7f), written here as
-/// `_` and folded at start-up like the anchors.
-const COVER: &[&str] = &[
-    "memo", "ing ", "allo", "kill", "load", "vram", "erve", "batc", "kv c", "ation", "_len",
-    "bloc", "code", "odel", "tota", "sion", "uda ", "llam", "esse", " size", "devi", "args",
-    "vllm", "esou", "zero", "stat", "led ", "type", "oom e", "xper", "ev/s", "slot", "ild ",
-    "epsp", "-gpu", "cted", "urre", "ient", "task", "/sgla", "rt-l", "num_", "er oo", "kvsi",
-    "em_l", "shm_", "ch==", "lm-b", "rld_", "-gre", "ui e", "sys:", "ee_g", "ep_t", "ss(e", "-ngl",
-    "ells", "ble p", "la b", "hod w", "own_", "fp16", "al.n", "om-p", "-shm", "mpte", "x_ma",
-    "cker r", "eq_m", "argu", "d up", "kvca", "ild:", "h_attn", "apab", "ax s", "mit:", "map =",
-    "bf16", "inus", "--me", "_llm/", "n_lay", "main.p", "x_inp", "n_ct", "lm e", "msg=", "en u",
-    "rch_", "mem",
-];
-
-/// ASCII case folding that a vectorising compiler turns into one OR per 32 bytes: every
-/// byte with its 0x20 bit set. Upper-case letters become lower-case; a few other bytes move
-/// too (`_` to DEL, `[` to `{`, newline to `*`), but two strings equal ignoring ASCII case are
-/// still equal after folding, which is all a prefilter needs: it may pass extra lines, never
-/// miss one.
-fn fold(src: &[u8], dst: &mut [u8]) {
-    for (d, &s) in dst.iter_mut().zip(src) {
-        *d = s | 0x20;
-    }
-}
-
-/// The vectorised search for cover literals over folded bytes.
-struct Prefilter {
-    /// Teddy searchers, each over a share of the cover literals.
-    searchers: Vec<packed::Searcher>,
-    /// The longest cover literal, in bytes.
-    max_len: usize,
-}
-
-impl Prefilter {
-    /// A prefilter for `anchors` (lower-case), or `None` where the cover would be too large or
-    /// the CPU has no Teddy (then the DFA walks every byte).
-    fn new(anchors: &[String]) -> Option<Prefilter> {
-        let folded = |s: &str| -> Vec<u8> { s.bytes().map(|b| b | 0x20).collect() };
-        let anchors: Vec<Vec<u8>> = anchors.iter().map(|a| folded(a)).collect();
-        let contains = |hay: &[u8], lit: &[u8]| memchr::memmem::find(hay, lit).is_some();
-        // The listed literals some anchor uses, then every anchor that none of them covers.
-        let mut cover: Vec<Vec<u8>> = COVER
-            .iter()
-            .map(|c| folded(c))
-            .filter(|c| anchors.iter().any(|a| contains(a, c)))
-            .collect();
-        for a in &anchors {
-            if !cover.iter().any(|c| contains(a, c)) {
-                cover.push(a.clone());
-            }
-        }
-        let groups = cover.len().div_ceil(PREFILTER_MAX_LITERALS);
-        if groups == 0 || groups > PREFILTER_MAX_SEARCHERS {
-            return None;
-        }
-        let max_len = cover.iter().map(Vec::len).max().unwrap_or(0);
-        // Equal shares: a fuller searcher's buckets pass more fingerprint hits.
-        let share = cover.len().div_ceil(groups);
-        let searchers = cover
-            .chunks(share)
-            .map(|lits| {
-                packed::Config::new()
-                    .only_teddy(true)
-                    .builder()
-                    .extend(lits)
-                    .build()
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(Prefilter { searchers, max_len })
-    }
-}
-
 /// Whether the process may use a second core (cgroup and affinity limits included).
 fn second_core() -> bool {
     static TWO: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -123,9 +37,6 @@ fn second_core() -> bool {
 /// The compiled anchors.
 pub struct Anchors {
     dfa: DFA,
-    /// The vectorised literal search that finds the few lines worth walking, where one
-    /// could be built.
-    prefilter: Option<Prefilter>,
     start: StateID,
     max_len: usize,
     /// The anchors, lower-cased, sorted and deduplicated: pattern `i` of the DFA.
@@ -158,10 +69,8 @@ impl Anchors {
             .start_state(Anchored::No)
             .expect("an unanchored search has a start state");
         let max_len = pats.iter().map(String::len).max().unwrap_or(0);
-        let prefilter = Prefilter::new(&pats);
         Anchors {
             dfa,
-            prefilter,
             start,
             max_len,
             patterns: pats,
@@ -239,73 +148,6 @@ impl Anchors {
 
     /// [`Anchors::hit_lines`] on this thread alone.
     fn hit_lines_here(&self, hay: &[u8], out: &mut Vec<usize>) {
-        match &self.prefilter {
-            Some(pre) => self.hit_lines_filtered(pre, hay, out),
-            None => self.hit_lines_walked(hay, out),
-        }
-    }
-
-    /// [`Anchors::hit_lines_here`] with the prefilter: the folded buffer is searched for the
-    /// cover literals a chunk at a time, and only a line holding one is walked.
-    fn hit_lines_filtered(&self, pre: &Prefilter, hay: &[u8], out: &mut Vec<usize>) {
-        let mut folded = vec![0u8; FOLD_CHUNK.min(hay.len())];
-        // A cover literal split between two chunks is found whole in the next one.
-        let overlap = pre.max_len.saturating_sub(1);
-        let mut at = 0; // start of the chunk
-        let mut resume = 0usize; // lines before this are done
-        while at < hay.len() {
-            let end = (at + FOLD_CHUNK).min(hay.len());
-            let chunk = &mut folded[..end - at];
-            fold(&hay[at..end], chunk);
-            let mut from = resume.saturating_sub(at);
-            // Each searcher's next candidate in this chunk, at or after `from`.
-            let find = |k: usize, from: usize, chunk: &[u8]| {
-                pre.searchers[k]
-                    .find_in(chunk, Span::from(from..chunk.len()))
-                    .map_or(usize::MAX, |m| m.start())
-            };
-            let mut next: [usize; PREFILTER_MAX_SEARCHERS] = [usize::MAX; PREFILTER_MAX_SEARCHERS];
-            for (k, n) in next.iter_mut().enumerate().take(pre.searchers.len()) {
-                *n = if from < chunk.len() {
-                    find(k, from, chunk)
-                } else {
-                    usize::MAX
-                };
-            }
-            loop {
-                let first = next[..pre.searchers.len()]
-                    .iter()
-                    .copied()
-                    .min()
-                    .unwrap_or(usize::MAX);
-                if first == usize::MAX {
-                    break;
-                }
-                let p = at + first;
-                let line_start = memchr::memrchr(b'\n', &hay[..p]).map_or(0, |i| i + 1);
-                let line_end = memchr::memchr(b'\n', &hay[p..]).map_or(hay.len(), |i| p + i);
-                self.walk(hay, line_start, line_end, out);
-                resume = line_end + 1;
-                from = resume.saturating_sub(at);
-                for k in 0..pre.searchers.len() {
-                    if next[k] < from {
-                        next[k] = if from < chunk.len() {
-                            find(k, from, chunk)
-                        } else {
-                            usize::MAX
-                        };
-                    }
-                }
-            }
-            if end == hay.len() {
-                break;
-            }
-            at = (end - overlap).max(resume).max(at + 1);
-        }
-    }
-
-    /// [`Anchors::hit_lines_here`] without a prefilter: four DFA walks in lock step.
-    fn hit_lines_walked(&self, hay: &[u8], out: &mut Vec<usize>) {
         if hay.len() < SPLIT_MIN {
             self.walk(hay, 0, hay.len(), out);
             return;

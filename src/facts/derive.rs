@@ -788,6 +788,73 @@ mod tests {
         assert_eq!(f.num("oom.device_used_bytes"), Some(23.0));
     }
 
+    #[test]
+    fn shortfall_is_request_minus_free() {
+        let mut f = Facts::new();
+        f.set("oom.requested_bytes", 5.0, None);
+        f.set("oom.free_bytes", 2.0, None);
+        derive(&mut f);
+        assert_eq!(f.num("oom.shortfall_bytes"), Some(3.0));
+        let mut f = Facts::new();
+        f.set("oom.requested_bytes", 1.0, None);
+        f.set("oom.free_bytes", 2.0, None);
+        derive(&mut f);
+        assert_eq!(f.num("oom.shortfall_bytes"), Some(0.0));
+        let mut f = Facts::new();
+        f.set("oom.requested_bytes", 4.0, None);
+        derive(&mut f);
+        assert_eq!(f.num("oom.shortfall_bytes"), Some(4.0));
+    }
+
+    #[test]
+    fn training_needs_more_than_a_batch_size() {
+        let trains = |setup: &dyn Fn(&mut Facts)| {
+            let mut f = Facts::new();
+            f.set("train.batch_size", 32.0, None);
+            setup(&mut f);
+            derive(&mut f);
+            f.bool("job.training") == Some(true)
+        };
+        // An inference or embedding loop has a batch size too.
+        assert!(!trains(&|_| {}));
+        assert!(!trains(&|f| f.set("train.batch_flag", "batch_size", None)));
+        assert!(!trains(&|f| f.set("phase", "first-step", None)));
+        assert!(!trains(&|f| f.set(
+            "train.gradient_checkpointing",
+            false,
+            None
+        )));
+        assert!(!trains(&|f| f.set(
+            "snapshot.category.gradients_bytes",
+            0.0,
+            None
+        )));
+        // Settings, loops and phases only training has.
+        assert!(trains(&|f| f.set(
+            "train.gradient_accumulation_steps",
+            4.0,
+            None
+        )));
+        assert!(trains(&|f| f.set(
+            "train.batch_flag",
+            "per_device_train_batch_size",
+            None
+        )));
+        assert!(trains(&|f| f.set(
+            "train.gradient_checkpointing",
+            true,
+            None
+        )));
+        assert!(trains(&|f| f.set("phase", "backward", None)));
+        assert!(trains(&|f| f.set("phase.training_loop", true, None)));
+        assert!(trains(&|f| f.set("phase.epoch", 0.0, None)));
+        assert!(trains(&|f| f.set(
+            "snapshot.category.optimizer_bytes",
+            1e9,
+            None
+        )));
+    }
+
     const MIB: f64 = 1048576.0;
 
     #[test]

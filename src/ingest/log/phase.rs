@@ -474,6 +474,23 @@ Traceback (most recent call last):
     }
 
     #[test]
+    fn a_training_loop_shows_in_losses_or_step_functions() {
+        assert!(decide(&pre("step 1 loss 1.190\nstep 2 loss 1.180"), None).training_loop);
+        assert!(decide(&pre("epoch 1 | train_loss=0.42"), None).training_loop);
+        let tb = "Traceback (most recent call last):\n  File \"/x/lightning/loops.py\", line 9, in training_step\n    out = self.model(x)";
+        assert!(decide(&pre(tb), None).training_loop);
+        // Progress alone is not training: inference and embedding loops count batches too.
+        assert!(
+            !decide(
+                &pre("shard 4: 250000 docs embedded\n 12/500 [00:10<07:00]"),
+                None
+            )
+            .training_loop
+        );
+        assert!(!decide(&pre("lossless 3 files"), None).training_loop);
+    }
+
+    #[test]
     fn markers_and_steps() {
         let d = decide(
             &pre("Loading checkpoint shards:  50%|█████     | 1/2 [00:03<00:03]"),

@@ -298,11 +298,22 @@ mod tests {
             "python train.py --per_device_train_batch_size 8 --gradient_accumulation_steps 4 --bf16",
         );
         assert!(f.contains(&("train.batch_size", Value::Num(8.0))));
+        assert!(f.contains(&(
+            "train.batch_flag",
+            Value::Str("per_device_train_batch_size".into())
+        )));
         assert!(f.contains(&("train.gradient_accumulation_steps", Value::Num(4.0))));
         let f = facts("  Instantaneous batch size per device = 16");
         assert!(f.contains(&("train.batch_size", Value::Num(16.0))));
+        assert!(f.contains(&(
+            "train.batch_flag",
+            Value::Str("per_device_train_batch_size".into())
+        )));
         let f = facts("\"train_micro_batch_size_per_gpu\": 4,");
         assert!(f.contains(&("train.batch_size", Value::Num(4.0))));
+        let f = facts("config: batch_size=32 seq_len=1024 grad_ckpt=True");
+        assert!(f.contains(&("train.batch_flag", Value::Str("batch_size".into()))));
+        assert!(f.contains(&("train.gradient_checkpointing", Value::Bool(true))));
         let f =
             facts("trainable params: 4,194,304 || all params: 6,742,609,920 || trainable%: 0.0622");
         assert!(f.contains(&("model.params", Value::Num(6742609920.0))));

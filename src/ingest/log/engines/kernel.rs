@@ -291,23 +291,29 @@ fn sequence(line: &Line<'_>, f: &mut Failure) {
         }
         f.fact("host.cgroup", cg, None);
     }
+    // kB and 4 KiB pages to bytes. A count whose byte size does not fit in 64 bits (more
+    // than 16 EiB) is no machine's: a corrupt or forged line, left out rather than wrapped.
+    let kib = |n: u64| n.checked_mul(1024);
+    let pages = |n: u64| n.checked_mul(4096);
     if let Some((u, l)) = usage_limit {
-        f.fact("host.cgroup_usage_bytes", u * 1024, None);
-        if l < UNLIMITED_KB {
-            f.fact("host.cgroup_limit_bytes", l * 1024, None);
+        if let Some(b) = kib(u) {
+            f.fact("host.cgroup_usage_bytes", b, None);
+        }
+        if let Some(b) = kib(l).filter(|_| l < UNLIMITED_KB) {
+            f.fact("host.cgroup_limit_bytes", b, None);
         }
     }
-    if let Some(s) = free_swap {
-        f.fact("host.swap_free_bytes", s * 1024, None);
+    if let Some(b) = free_swap.and_then(kib) {
+        f.fact("host.swap_free_bytes", b, None);
     }
-    if let Some(s) = total_swap {
-        f.fact("host.swap_total_bytes", s * 1024, None);
+    if let Some(b) = total_swap.and_then(kib) {
+        f.fact("host.swap_total_bytes", b, None);
     }
-    if let Some(p) = pages_ram {
-        f.fact("host.total_ram_bytes", p * 4096, None);
+    if let Some(b) = pages_ram.and_then(pages) {
+        f.fact("host.total_ram_bytes", b, None);
     }
-    if let Some(p) = free_pages {
-        f.fact("host.free_ram_bytes", p * 4096, None);
+    if let Some(b) = free_pages.and_then(pages) {
+        f.fact("host.free_ram_bytes", b, None);
     }
 }
 

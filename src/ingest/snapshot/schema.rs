@@ -357,6 +357,25 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot with nothing in it yet, filled in as the decoder reads.
+    fn empty() -> Snapshot {
+        Snapshot {
+            layout: Layout::Dict,
+            protocol: None,
+            segments: Vec::new(),
+            blocks: Vec::new(),
+            traces: Vec::new(),
+            host_segments: Vec::new(),
+            host_traces: Vec::new(),
+            frames: FrameTable::new(),
+            extras: Vec::new(),
+            allocator_settings: None,
+            annotations: Vec::new(),
+            markers: Markers::default(),
+            anomalies: Anomalies::default(),
+        }
+    }
+
     /// The blocks of a segment.
     pub fn blocks_of(&self, seg: &Segment) -> &[Block] {
         self.blocks
@@ -606,21 +625,7 @@ impl StreamDecoder {
                 root_pairs_done: Vec::new(),
                 traces_calls: 0,
                 error: None,
-                out: Snapshot {
-                    layout: Layout::Dict,
-                    protocol: None,
-                    segments: Vec::new(),
-                    blocks: Vec::new(),
-                    traces: Vec::new(),
-                    host_segments: Vec::new(),
-                    host_traces: Vec::new(),
-                    frames: FrameTable::new(),
-                    extras: Vec::new(),
-                    allocator_settings: None,
-                    annotations: Vec::new(),
-                    markers: Markers::default(),
-                    anomalies: Anomalies::default(),
-                },
+                out: Snapshot::empty(),
             },
         }
     }
@@ -639,24 +644,7 @@ impl StreamDecoder {
         let limit = self.st.limits.walk_budget(pickle.input_len());
         let mut d = Decoder::new(pickle, &mut self.st, limit);
         d.top(pickle.root())?;
-        let mut out = std::mem::replace(
-            &mut self.st.out,
-            Snapshot {
-                layout: Layout::Dict,
-                protocol: None,
-                segments: Vec::new(),
-                blocks: Vec::new(),
-                traces: Vec::new(),
-                host_segments: Vec::new(),
-                host_traces: Vec::new(),
-                frames: FrameTable::new(),
-                extras: Vec::new(),
-                allocator_settings: None,
-                annotations: Vec::new(),
-                markers: Markers::default(),
-                anomalies: Anomalies::default(),
-            },
-        );
+        let mut out = std::mem::replace(&mut self.st.out, Snapshot::empty());
         out.frames.ids.shrink_to_fit();
         Ok(out)
     }

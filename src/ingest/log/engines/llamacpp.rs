@@ -615,14 +615,44 @@ fn block_sum(
     same_block: impl Fn(&str) -> Option<f64>,
     max_lines: usize,
 ) -> f64 {
+    block_sum2(
+        line,
+        (here, 0.0),
+        |t| same_block(t).map(|v| (v, 0.0)),
+        max_lines,
+    )
+    .0
+}
+
+/// [`block_sum`] of two figures at once (a buffer's device and host parts), in one walk.
+fn block_sum2(
+    line: &Line<'_>,
+    here: (f64, f64),
+    same_block: impl Fn(&str) -> Option<(f64, f64)>,
+    max_lines: usize,
+) -> (f64, f64) {
     let mut total = here;
     for l in line.preceding(max_lines) {
         match same_block(&l.text) {
-            Some(v) => total += v,
+            Some((a, b)) => {
+                total.0 += a;
+                total.1 += b;
+            }
             None => break,
         }
     }
     total
+}
+
+/// [`block_sum`] of a MiB figure, group `group` of `re`, over the block of lines `re`
+/// matches, starting with this line's `here`.
+fn mib_block_sum(line: &Line<'_>, re: &Regex, group: &str, here: &str) -> f64 {
+    let mib_of = |t: &str| {
+        re.captures(t)
+            .and_then(|c| c.name(group).and_then(|m| mib(m.as_str())))
+            .map(|v| v as f64)
+    };
+    block_sum(line, mib(here).unwrap_or(0) as f64, mib_of, 16)
 }
 
 fn buffer_class(func: &str, what: Option<&str>) -> &'static str {
@@ -715,18 +745,7 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
     }
     if let Some(c) = USING_DEVICE.captures(text) {
         let m = c.name("free").expect("group free");
-        let here = mib(m.as_str()).unwrap_or(0) as f64;
-        let total = block_sum(
-            line,
-            here,
-            |t| {
-                USING_DEVICE
-                    .captures(t)
-                    .and_then(|c| c.name("free").and_then(|m| mib(m.as_str())))
-                    .map(|v| v as f64)
-            },
-            16,
-        );
+        let total = mib_block_sum(line, &USING_DEVICE, "free", m.as_str());
         out.fact("llamacpp.free_vram_bytes", total, span(&m));
         let n = 1 + line
             .preceding(16)
@@ -761,23 +780,15 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
         return;
     }
     if let Some((class, host, bytes)) = buffer_line(text) {
-        let total_gpu = block_sum(
+        // (device, host) parts of one buffer line.
+        let split = |host: bool, b: f64| if host { (0.0, b) } else { (b, 0.0) };
+        let (total_gpu, total_host) = block_sum2(
             line,
-            if host { 0.0 } else { bytes },
+            split(host, bytes),
             |t| {
                 buffer_line(t)
                     .filter(|(c, ..)| *c == class)
-                    .map(|(_, h, b)| if h { 0.0 } else { b })
-            },
-            16,
-        );
-        let total_host = block_sum(
-            line,
-            if host { bytes } else { 0.0 },
-            |t| {
-                buffer_line(t)
-                    .filter(|(c, ..)| *c == class)
-                    .map(|(_, h, b)| if h { b } else { 0.0 })
+                    .map(|(_, h, b)| split(h, b))
             },
             16,
         );
@@ -892,18 +903,7 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
     }
     if let Some(c) = FIT_DEVICE.captures(text) {
         let m = c.name("total").expect("group total");
-        let here = mib(m.as_str()).unwrap_or(0) as f64;
-        let total = block_sum(
-            line,
-            here,
-            |t| {
-                FIT_DEVICE
-                    .captures(t)
-                    .and_then(|c| c.name("total").and_then(|m| mib(m.as_str())))
-                    .map(|v| v as f64)
-            },
-            16,
-        );
+        let total = mib_block_sum(line, &FIT_DEVICE, "total", m.as_str());
         out.fact("llamacpp.device_total_bytes", total, span(&m));
         return;
     }

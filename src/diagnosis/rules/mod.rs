@@ -89,7 +89,8 @@ pub const FORMAT_HELP: &str = r#"Rule files (rules/<id>.toml; add your own with 
 Expressions: facts (see `oomdoctor facts`), let names, numbers with units (2GiB, 512MiB, 90%),
 'strings', true/false, + - * / %, < <= > >= == !=, and/or/not, and functions
 has(x) min max floor ceil round abs round_down(x, step) round_up(x, step) pow2_floor(x)
-clamp(x, lo, hi) coalesce(a, b, ...) if(c, a, b) contains(s, t) starts_with(s, t).
+clamp(x, lo, hi) coalesce(a, b, ...) if(c, a, b) contains(s, t) starts_with(s, t)
+divisor_at_most(n, k) (the largest whole divisor of n not above k).
 A fact that is not known makes a comparison unknown, and an unknown condition never holds.
 "#;
 

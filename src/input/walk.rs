@@ -212,6 +212,11 @@ pub fn looks_binary(head: &[u8]) -> bool {
 /// bundle). A report saved into the directory it diagnosed quotes the log lines it found;
 /// read again on the next run, it would add each incident once more (1, 2, 4, ...).
 pub fn is_own_report(head: &[u8]) -> bool {
+    // Every report starts with one of these bytes (`✓` is E2 in UTF-8). Checked first
+    // because this runs on every file of a directory, nearly all of them logs.
+    if !matches!(head.first(), Some(b'o' | 0xE2 | b'#' | b':' | b'{' | b'<')) {
+        return false;
+    }
     let text = String::from_utf8_lossy(&head[..head.len().min(4096)]);
     let first = text.lines().next().unwrap_or("");
     let heading = first.trim_start_matches('#').trim_start();

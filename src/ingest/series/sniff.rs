@@ -25,6 +25,9 @@ pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
     {
         return None;
     }
+    // Only the first MAX_LINES non-blank lines are looked at: cut there before validating
+    // and splitting (a directory of logs sniffs every file; its head is 64 KiB).
+    let head = &head[..head_lines_end(head, MAX_LINES)];
     let text = match std::str::from_utf8(head) {
         Ok(t) => t,
         // A head cut inside a multi-byte character is fine; invalid bytes elsewhere are not.
@@ -68,6 +71,27 @@ pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
         return smi::headerless_kind(&rows);
     }
     None
+}
+
+/// The end of the line (after its newline) that holds the `lines`-th line with an ASCII
+/// byte other than whitespace, or the head's length. Lines blank to `str::trim` are never
+/// counted here, so the cut keeps at least the lines [`sniff`] takes.
+fn head_lines_end(head: &[u8], lines: usize) -> usize {
+    let mut seen = 0;
+    let mut start = 0;
+    for nl in memchr::memchr_iter(b'\n', head) {
+        if head[start..nl]
+            .iter()
+            .any(|b| b.is_ascii() && !b.is_ascii_whitespace())
+        {
+            seen += 1;
+            if seen == lines {
+                return nl + 1;
+            }
+        }
+        start = nl + 1;
+    }
+    head.len()
 }
 
 /// Every line a JSON object, the first with a time key and a memory (or engine) key.
@@ -221,6 +245,16 @@ fn plain_csv(lines: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_head_is_cut_after_the_lines_sniff_reads() {
+        assert_eq!(head_lines_end(b"a\nb\nc\n", 2), 4);
+        // Blank lines, and lines of only non-ASCII text, are not counted: the cut may keep
+        // more than `sniff` takes, never less.
+        assert_eq!(head_lines_end(b"a\n \r\n\xe4\xb8\x80\nb\nc", 2), 11);
+        assert_eq!(head_lines_end(b"a\nb", 2), 3);
+        assert_eq!(head_lines_end(b"", 2), 0);
+    }
 
     #[test]
     fn recognises_each_format() {

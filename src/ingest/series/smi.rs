@@ -176,15 +176,22 @@ fn column_classes(rows: &[Vec<&[u8]>]) -> Option<Vec<Cell>> {
 /// The field count most rows share, if at least 80% do (a torn last line or a stray
 /// message row may differ).
 fn modal_width(rows: &[Vec<&[u8]>]) -> Option<usize> {
+    modal(rows.iter().map(Vec::len))
+}
+
+/// The value most of `widths` share, if at least 80% do.
+pub(crate) fn modal(widths: impl Iterator<Item = usize>) -> Option<usize> {
     let mut counts: Vec<(usize, usize)> = Vec::new();
-    for r in rows {
-        match counts.iter_mut().find(|(w, _)| *w == r.len()) {
+    let mut total = 0;
+    for w in widths {
+        total += 1;
+        match counts.iter_mut().find(|(v, _)| *v == w) {
             Some((_, c)) => *c += 1,
-            None => counts.push((r.len(), 1)),
+            None => counts.push((w, 1)),
         }
     }
     let (width, n) = counts.into_iter().max_by_key(|&(w, c)| (c, w))?;
-    (n * 5 >= rows.len() * 4).then_some(width)
+    (n * 5 >= total * 4).then_some(width)
 }
 
 /// Numeric values of column `i` over the rows (missing cells skipped).

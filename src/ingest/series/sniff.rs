@@ -18,11 +18,11 @@ const MAX_LINES: usize = 64;
 pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
     let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
     // Binary (pickles start with 0x80, gzip with 0x1f8b; both have control bytes).
-    if head
-        .iter()
-        .take(4096)
-        .any(|&c| c == 0 || c < 0x09 || (0x0e..0x20).contains(&c) && c != 0x1b)
-    {
+    // No early exit: the branch-free fold compiles to vector compares, and text (the
+    // common case) has to be read to the end anyway.
+    if head[..head.len().min(4096)].iter().fold(false, |bin, &c| {
+        bin | (c < 0x09) | ((0x0e..0x20).contains(&c) & (c != 0x1b))
+    }) {
         return None;
     }
     // Only the first MAX_LINES non-blank lines are looked at: cut there before validating
@@ -62,6 +62,13 @@ pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
     if plain_csv(&lines) {
         return Some(SeriesFormat::PlainCsv);
     }
+    // Headerless rows need a field count most of them share: counted first, so a log's
+    // lines are not split into vectors only to find that they do not.
+    smi::modal(
+        lines
+            .iter()
+            .map(|l| memchr::memchr_iter(b',', l.as_bytes()).count() + 1),
+    )?;
     let rows: Vec<Vec<&[u8]>> = lines
         .iter()
         .map(|l| l.split(',').map(str::as_bytes).collect())
@@ -155,6 +162,11 @@ fn prometheus(lines: &[&str]) -> bool {
             }
         } else {
             other += 1;
+            // At most a tenth of the lines may be other lines: past that no later line can
+            // make up for it, and a log is given up on after a few lines instead of 64.
+            if other * 10 > lines.len() {
+                return false;
+            }
         }
     }
     samples > 0 && strong && other * 10 <= samples + other

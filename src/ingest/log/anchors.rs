@@ -455,4 +455,62 @@ mod tests {
         assert_eq!(&hay[r], b"Out Of Memory");
         assert!(anchors.find(b"nothing here").is_none());
     }
+
+    /// The dense copy reports exactly the lines, and the bytes in them, that a walk through
+    /// `aho_corasick`'s own DFA reports: every fixture log (and the same bytes upper-cased)
+    /// with the recognisers' anchors, walked whole and split into lock-step stretches.
+    #[test]
+    fn the_dense_copy_agrees_with_the_dfa() {
+        fn logs(dir: &std::path::Path, out: &mut Vec<Vec<u8>>) {
+            for e in std::fs::read_dir(dir).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    logs(&p, out);
+                } else if p.extension().is_some_and(|x| x == "log" || x == "txt") {
+                    out.push(std::fs::read(&p).unwrap());
+                }
+            }
+        }
+        let mut texts = Vec::new();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for dir in ["fixtures", "rules"] {
+            logs(&root.join(dir), &mut texts);
+        }
+        assert!(texts.len() > 50, "the fixtures are there");
+        // The real incidents too, read in place where this checkout has them.
+        let real = root.join("../shared/eval/realworld");
+        if real.is_dir() {
+            logs(&real, &mut texts);
+        }
+        let mut all: Vec<u8> = texts.concat();
+        all.extend(all.to_ascii_uppercase());
+        let anchors = crate::ingest::log::engines::anchors();
+        // The reference: the same line walk, through the library's DFA.
+        let reference = |hay: &[u8]| {
+            let (dfa, mut sid, mut out) = (&anchors.dfa, anchors.start, vec![]);
+            let mut i = 0;
+            while i < hay.len() {
+                sid = dfa.next_state(Anchored::No, sid, hay[i]);
+                if dfa.is_match(sid) {
+                    out.push(i);
+                    i = memchr::memchr(b'\n', &hay[i..]).map_or(hay.len(), |j| i + j);
+                    sid = anchors.start;
+                }
+                i += 1;
+            }
+            out
+        };
+        let want = reference(&all);
+        assert!(want.len() > 1_000, "{} hit lines", want.len());
+        let mut got = vec![];
+        anchors.hit_lines_here(&all, &mut got);
+        assert_eq!(got, want);
+        for text in &texts {
+            let mut got = vec![];
+            anchors
+                .lines
+                .walk_from(text, 0, text.len(), anchors.lines.start, &mut got);
+            assert_eq!(got, reference(text));
+        }
+    }
 }

@@ -241,6 +241,19 @@ const MAX_INDEX: u64 = (1 << (32 - TAG_BITS)) - 1;
 impl Handle {
     const NONE: Handle = Handle(TAG_NONE);
 
+    /// The handle's 32 bits: equal bits, same object (for hashing a run of handles).
+    #[inline]
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether the handle is a dict (cheaper than [`Pickle::as_dict`] when only the kind
+    /// matters).
+    #[inline]
+    pub fn is_dict(self) -> bool {
+        self.tag() == TAG_DICT
+    }
+
     /// `payload` is an arena index below [`MAX_INDEX`] or an inline integer (two's
     /// complement, in range); only its low 28 bits are kept.
     #[inline]
@@ -724,6 +737,24 @@ impl<'a> Pickle<'a> {
                 next_chunk: NO_CHUNK,
             },
         }
+    }
+
+    /// The elements of a container held in one piece of the arena (nearly all are: Python
+    /// writes each container in one batch), as a slice; `None` when they are not (or the
+    /// container does not exist). Cheaper to walk than [`Pickle::items`].
+    #[inline]
+    pub fn items_slice(&self, c: ContainerId) -> Option<&[Handle]> {
+        let k = self.containers.get(c.index())?;
+        if k.head == NO_CHUNK || k.head == RELEASED {
+            // A released container reads as empty, as in `items`.
+            return Some(&[]);
+        }
+        if k.head != k.tail {
+            return None;
+        }
+        let chunk = self.chunks.get(k.head as usize)?;
+        let start = chunk.start as usize;
+        self.items.get(start..start + chunk.len as usize)
     }
 
     /// The key/value pairs of a dict in written order (duplicates included).
@@ -1584,7 +1615,11 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             if self.memo_len() >= self.limits.max_memo_entries {
                 return Err(self.limit("the number of memo entries", self.limits.max_memo_entries));
             }
-            self.sparse_memo.remove(&idx);
+            // Only hand-made pickles fill the sparse memo; skipping the hash of every
+            // dense index when it is empty is a measurable share of a large trace.
+            if !self.sparse_memo.is_empty() {
+                self.sparse_memo.remove(&idx);
+            }
             self.memo.push(h);
         } else {
             if self.memo_len() >= self.limits.max_memo_entries {
@@ -1604,6 +1639,35 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             .get(&idx)
             .copied()
             .ok_or_else(|| self.malformed(format!("memo entry {idx} is read before it was stored")))
+    }
+
+    /// Executes the `BINGET`/`LONG_BINGET`s that follow in the buffer (a traceback's frame
+    /// dicts are a run of them) in a tight loop instead of one dispatch each. It stops,
+    /// leaving the opcode to the main loop, at anything else and wherever that opcode
+    /// could fail (short buffer, an index not in the dense memo, a full stack), so every
+    /// error is still raised, with its offset, by the main loop.
+    #[inline]
+    fn get_run(&mut self) {
+        let depth_left = self
+            .limits
+            .max_stack_depth
+            .saturating_sub((self.stack.len() + self.marks.len()) as u64);
+        let mut room = usize::try_from(depth_left).unwrap_or(usize::MAX);
+        let mut pos = self.src.pos;
+        while room > 0 {
+            let (idx, len) = match &self.src.buf[pos..self.src.filled] {
+                [b'j', a, b, c, d, ..] => (u32::from_le_bytes([*a, *b, *c, *d]) as usize, 5),
+                [b'h', a, ..] => (*a as usize, 2),
+                _ => break,
+            };
+            let Some(&h) = self.memo.get(idx) else {
+                break;
+            };
+            self.stack.push(h);
+            pos += len;
+            room -= 1;
+        }
+        self.src.pos = pos;
     }
 
     // ---- text arguments --------------------------------------------------------------------
@@ -1714,11 +1778,13 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                     let idx = self.u8("a BINGET index")? as u64;
                     let h = self.memo_get(idx)?;
                     self.push(h)?;
+                    self.get_run();
                 }
                 b'j' => {
                     let idx = u32::from_le_bytes(self.take_array("a LONG_BINGET index")?) as u64;
                     let h = self.memo_get(idx)?;
                     self.push(h)?;
+                    self.get_run();
                 }
 
                 // -- constants and numbers --
@@ -2277,6 +2343,20 @@ fn truncate_for_message(s: &str) -> String {
 
 /// Little-endian two's-complement bytes (LONG1/LONG4) as an integer, exact up to 128 bits.
 fn twos_complement_le(bytes: &[u8]) -> BigInt {
+    // The common case (addresses, timestamps: `LONG1` of 1-8 bytes) folds into an i64
+    // byte by byte: no padded buffer, whose store and 16-byte reload stalled the VM.
+    if let Some(&last) = bytes.last()
+        && bytes.len() <= 8
+    {
+        let mut v: u64 = if last & 0x80 != 0 { u64::MAX } else { 0 };
+        for &b in bytes.iter().rev() {
+            v = (v << 8) | b as u64;
+        }
+        return BigInt {
+            value: v as i64 as i128,
+            saturated: false,
+        };
+    }
     let Some(&last) = bytes.last() else {
         return BigInt {
             value: 0,

@@ -588,6 +588,15 @@ const SYM_TABLE: [Sym; 53] = [
     Sym::VLarge,
 ];
 
+/// The multiplier of `fxhash`'s multiply-rotate, for the frame-list hashes.
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+/// Compares two runs of handles element by element (short runs: no `memcmp` call).
+#[inline]
+fn handles_equal(a: &[Handle], b: &[Handle]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Decodes a parsed pickle into a [`Snapshot`].
 pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, DecodeError> {
     StreamDecoder::new(limits).finish(pickle)
@@ -617,6 +626,8 @@ impl StreamDecoder {
                 frame_by_content: new_map(),
                 list_by_hash: new_map(),
                 list_next: Vec::new(),
+                list_by_handles: new_map(),
+                list_handles: Vec::new(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
                 batch_entries: new_map(),
@@ -787,6 +798,11 @@ struct State {
     /// `list_next` chains earlier lists whose hashes collide.
     list_by_hash: FxHashMap<u64, (u32, u32, u32)>,
     list_next: Vec<u32>,
+    /// Frame lists by the hash of their elements' handles → `(id, start, len)` into
+    /// `list_handles`, for lists made of the same frame dicts as a list met before (see
+    /// `frame_list`). Only lists whose content was new are entered.
+    list_by_handles: FxHashMap<u64, (u32, u32, u32)>,
+    list_handles: Vec<Handle>,
     scratch: Vec<FrameId>,
     /// Trace lists taken while the pickle was read.
     taken: Vec<Taken>,
@@ -1584,6 +1600,34 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             return Ok(FrameListId::EMPTY);
         }
         self.spend(self.p.len(c) as u64, || "a frame list".into())?;
+        // Fast path: a list of the very frame dicts (same handles, so the same frames) of a
+        // list met before. PyTorch shares frame dicts but writes a fresh list per entry, so
+        // this is the usual case, and it needs neither the frame dicts' identities nor the
+        // interned ids (two fewer random reads per frame).
+        let slice = self.p.items_slice(c);
+        let mut by_handles = None;
+        if let Some(items) = slice {
+            let mut hash = items.len() as u64;
+            let mut all_dicts = true;
+            for h in items {
+                all_dicts &= h.is_dict();
+                hash = (hash.rotate_left(5) ^ h.bits() as u64).wrapping_mul(FX_SEED);
+            }
+            // Only dict handles: a container's handle is never reused for another object
+            // (an integer's arena slot can be, once a batch is released).
+            if all_dicts {
+                if let Some(&(id, start, len)) = self.list_by_handles.get(&hash) {
+                    let known = self
+                        .list_handles
+                        .get(start as usize..start as usize + len as usize);
+                    if known.is_some_and(|k| handles_equal(k, items)) {
+                        self.remember(c, id);
+                        return Ok(FrameListId(id));
+                    }
+                }
+                by_handles = Some(hash);
+            }
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         // Hash the ids while collecting them (the multiply-rotate of `fxhash`): lists are
@@ -1596,7 +1640,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                     Some(&known) if known != 0 => known - 1,
                     _ => self.frame(fd)?,
                 };
-                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(FX_SEED);
                 scratch.push(id);
             }
         }
@@ -1640,6 +1684,15 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 self.list_next.resize(id as usize + 1, NO_LIST);
             }
             self.list_next[id as usize] = previous;
+            // A new list: remember its handles for the fast path (bounded like the ids:
+            // once per distinct list, never per entry).
+            if let (Some(hash), Some(items)) = (by_handles, slice) {
+                let start = self.list_handles.len() as u32;
+                self.st.list_handles.extend_from_slice(items);
+                self.st
+                    .list_by_handles
+                    .insert(hash, (id, start, items.len() as u32));
+            }
             id
         };
         self.scratch = scratch;

@@ -591,12 +591,6 @@ const SYM_TABLE: [Sym; 53] = [
 /// The multiplier of `fxhash`'s multiply-rotate, for the frame-list hashes.
 const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
-/// Compares two runs of handles element by element (short runs: no `memcmp` call).
-#[inline]
-fn handles_equal(a: &[Handle], b: &[Handle]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-}
-
 /// Decodes a parsed pickle into a [`Snapshot`].
 pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, DecodeError> {
     StreamDecoder::new(limits).finish(pickle)
@@ -627,7 +621,6 @@ impl StreamDecoder {
                 list_by_hash: new_map(),
                 list_next: Vec::new(),
                 list_by_handles: new_map(),
-                list_handles: Vec::new(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
                 batch_entries: new_map(),
@@ -801,8 +794,7 @@ struct State {
     /// Frame lists by the hash of their elements' handles → `(id, start, len)` into
     /// `list_handles`, for lists made of the same frame dicts as a list met before (see
     /// `frame_list`). Only lists whose content was new are entered.
-    list_by_handles: FxHashMap<u64, (u32, u32, u32)>,
-    list_handles: Vec<Handle>,
+    list_by_handles: FxHashMap<u64, u32>,
     scratch: Vec<FrameId>,
     /// Trace lists taken while the pickle was read.
     taken: Vec<Taken>,
@@ -1616,11 +1608,18 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             // Only dict handles: a container's handle is never reused for another object
             // (an integer's arena slot can be, once a batch is released).
             if all_dicts {
-                if let Some(&(id, start, len)) = self.list_by_handles.get(&hash) {
-                    let known = self
-                        .list_handles
-                        .get(start as usize..start as usize + len as usize);
-                    if known.is_some_and(|k| handles_equal(k, items)) {
+                if let Some(&id) = self.list_by_handles.get(&hash) {
+                    // Verify: each dict is the frame at its place in that list.
+                    let ids = self.out.frames.list(FrameListId(id));
+                    let identity = &self.st.identity;
+                    let same = ids.len() == items.len()
+                        && items.iter().zip(ids).all(|(h, &fid)| {
+                            self.p
+                                .as_dict(*h)
+                                .and_then(|d| identity.get(d.index()))
+                                .is_some_and(|&known| known == fid + 1)
+                        });
+                    if same {
                         self.remember(c, id);
                         return Ok(FrameListId(id));
                     }
@@ -1686,12 +1685,8 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             self.list_next[id as usize] = previous;
             // A new list: remember its handles for the fast path (bounded like the ids:
             // once per distinct list, never per entry).
-            if let (Some(hash), Some(items)) = (by_handles, slice) {
-                let start = self.list_handles.len() as u32;
-                self.st.list_handles.extend_from_slice(items);
-                self.st
-                    .list_by_handles
-                    .insert(hash, (id, start, items.len() as u32));
+            if let Some(hash) = by_handles {
+                self.st.list_by_handles.insert(hash, id);
             }
             id
         };

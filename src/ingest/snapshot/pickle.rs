@@ -385,7 +385,10 @@ struct Container {
 
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
-    start: u64,
+    /// Where the chunk starts in `items`: a u32 (the arena is kept below 2^32 handles, see
+    /// `append_from_stack`), so that a chunk is 12 bytes; a snapshot's segments make a few
+    /// hundred thousand of them, held until the end of the read.
+    start: u32,
     /// Handles in this chunk (for a dict: twice the pairs).
     len: u32,
     next: u32,
@@ -1436,11 +1439,16 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             return Err(self.limit("a container's length", self.limits.max_container_len));
         }
         let start = self.pickle.items.len() as u64;
+        // Chunk starts are u32. Reaching this needs at least 4 GiB of input (each element
+        // costs an opcode byte) and 16 GiB of arena: a limit, never a wrap.
+        if start + handles as u64 > u32::MAX as u64 {
+            return Err(self.limit("the container elements held at once", u32::MAX as u64));
+        }
         self.pickle.items.extend_from_slice(&self.stack[from..]);
         self.stack.truncate(from);
         let extended = match self.pickle.chunks.get_mut(container.tail as usize) {
             Some(tail)
-                if tail.start + tail.len as u64 == start
+                if tail.start as u64 + tail.len as u64 == start
                     && tail.len as u64 + handles as u64 <= u32::MAX as u64 =>
             {
                 tail.len += handles as u32;
@@ -1455,7 +1463,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                 return Err(self.limit("the number of container chunks", NO_CHUNK as u64));
             }
             self.pickle.chunks.push(Chunk {
-                start,
+                start: start as u32,
                 len: handles as u32,
                 next: NO_CHUNK,
             });
@@ -2207,7 +2215,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             return;
         }
         // Which containers the sink consumed; the chunks of the others, to move down.
-        let mut moved: Vec<(u64, u32, u32)> = Vec::new();
+        let mut moved: Vec<(u32, u32, u32)> = Vec::new();
         for c in b.containers..p.containers.len() {
             match sink.release(p, ContainerId(c as u32)) {
                 Some((note_a, note_b)) => {
@@ -2252,7 +2260,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             p.items.copy_within(start..start + len as usize, write);
             let idx = p.chunks.len() as u32;
             p.chunks.push(Chunk {
-                start: write as u64,
+                start: write as u32,
                 len,
                 next: NO_CHUNK,
             });

@@ -39,7 +39,11 @@
 //! - Strings are interned into one `String` arena (snapshots repeat the same file and
 //!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
-//!   stack. Nothing recurses, so nesting depth costs memory, never call stack.
+//!   stack. Nothing recurses, so nesting depth costs memory, never call stack. A run of
+//!   `BINGET`/`LONG_BINGET`s (a traceback's memoised frame dicts) is executed in one inner
+//!   loop that hands anything that could fail back to the main loop.
+//! - Chunk starts are 32-bit: the element arena is refused past 2^32 handles (16 GiB,
+//!   unreachable within the default input limit).
 //! - Opcodes that import or call code (`GLOBAL`, `REDUCE`, `BUILD`, ...) are refused with an
 //!   error naming the opcode and its byte offset. A memory snapshot never contains them.
 //! - Every read is bounds-checked and every size is checked against [`PickleLimits`]

@@ -10,8 +10,10 @@
 //!
 //! Frames are interned once: a [`FrameTable`] holds each distinct frame and each distinct
 //! frame list, and entries refer to lists by [`FrameListId`]. Interning goes by pickle
-//! object identity first (PyTorch reuses one dict per frame and one list per identical
-//! traceback, so a million entries usually resolve through a few thousand lookups), then by
+//! object identity first (PyTorch reuses one dict per frame, so a frame dict is read once
+//! however many tracebacks hold it), then, for a list, by its elements' handles (a fresh
+//! list of the same shared frame dicts as a list met before, the usual case: one table
+//! lookup on a hash of the handles, then a check of each dict's known frame), then by
 //! content, so pickles written without sharing dedupe too.
 //!
 //! Trace entries are decoded while the pickle is read: [`StreamDecoder`] is the pickle

@@ -2725,6 +2725,33 @@ mod tests {
     }
 
     #[test]
+    fn memo_read_runs_stop_where_an_opcode_would_fail() {
+        // A run of BINGET/LONG_BINGET: the bad one is reported at its own offset.
+        let err = parse(b"\x80\x04K\x07\x94(h\x00j\x00\x00\x00\x00h\x00h\x09l.").unwrap_err();
+        assert!(
+            matches!(err, PickleError::Malformed { offset: 15, .. }),
+            "{err:?}"
+        );
+        // A run that fills the stack is stopped by the depth limit, at the opcode past it.
+        let limits = PickleLimits {
+            max_stack_depth: 4,
+            ..PickleLimits::default()
+        };
+        let err = Pickle::parse(b"K\x07\x94(h\x00h\x00h\x00h\x00.", &limits).unwrap_err();
+        assert!(
+            matches!(err, PickleError::LimitExceeded { offset: 8, .. }),
+            "{err:?}"
+        );
+        // A sparse memo index inside a run is still found (by the main loop).
+        let p = parse(b"K\x09r\x40\x42\x0f\x00\x94(h\x01j\x40\x42\x0f\x00h\x01l.").unwrap();
+        let items: Vec<Value> = p
+            .items(p.as_container(p.root()).unwrap())
+            .map(|h| p.value(h))
+            .collect();
+        assert_eq!(items, vec![Value::Int(9); 3]);
+    }
+
+    #[test]
     fn sparse_memo_indices_work_without_huge_allocation() {
         // LONG_BINPUT 1,000,000 then LONG_BINGET 1,000,000.
         let p = parse(b"K\x09r\x40\x42\x0f\x000j\x40\x42\x0f\x00.").unwrap();

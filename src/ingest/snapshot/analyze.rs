@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::attribution::{Category, Classifier, Site};
-use super::fxhash::{FxHashMap, new_map};
+use super::fxhash::{FxHashMap, new_map, new_spread_map};
 use super::leak::{self, Leak};
 use super::schema::{Action, Block, BlockState, FrameListId, Segment, Snapshot, TraceEntry};
 
@@ -333,8 +333,17 @@ pub(crate) struct Replayer {
 
 impl Replayer {
     /// `capacity`: how many live blocks to make room for (saves rehashing a big map).
-    fn new(snap: &Snapshot, segs: &[&Segment], with_ranges: bool, capacity: usize) -> Replayer {
-        let mut live = new_map();
+    /// `spread`: hash the addresses with [`new_spread_map`], for a replay whose map of live
+    /// blocks is never iterated (the order of the plain hash is the one the output has
+    /// always followed).
+    fn new(
+        snap: &Snapshot,
+        segs: &[&Segment],
+        with_ranges: bool,
+        capacity: usize,
+        spread: bool,
+    ) -> Replayer {
+        let mut live = if spread { new_spread_map() } else { new_map() };
         live.reserve(capacity);
         let mut r = Replayer {
             live,
@@ -491,7 +500,8 @@ pub(crate) struct Pairing {
 impl Pairing {
     fn new(entries: &[TraceEntry]) -> Pairing {
         let mut partner = vec![NONE; entries.len()];
-        let mut open: FxHashMap<u64, u32> = new_map();
+        // Iterated only to be sorted (leak detection): the spreading hash.
+        let mut open: FxHashMap<u64, u32> = new_spread_map();
         open.reserve(entries.iter().filter(|e| e.action == Action::Alloc).count());
         let mut frees_without_alloc = 0;
         for (i, e) in entries.iter().enumerate() {
@@ -707,7 +717,8 @@ fn timeline_pass(
     entries: &[TraceEntry],
     capacity: usize,
 ) -> (Timeline, Vec<u64>, u64, u64) {
-    let mut r = Replayer::new(snap, segs, false, capacity);
+    // The map is only updated and counted here, never iterated: the spreading hash.
+    let mut r = Replayer::new(snap, segs, false, capacity, true);
     let n = entries.len();
     let mut live_after = vec![0u64; n];
     let end_live = r.live_bytes;
@@ -986,7 +997,8 @@ pub(crate) fn analyze_device(
             .iter()
             .filter(|e| e.action == Action::FreeCompleted)
             .count();
-    let mut r = Replayer::new(snap, &segs, true, replay_capacity);
+    // Its live blocks are iterated below (sites are numbered in that order): plain hash.
+    let mut r = Replayer::new(snap, &segs, true, replay_capacity, false);
     for i in (undo_from..entries.len()).rev() {
         r.undo(i, &entries[i]);
     }

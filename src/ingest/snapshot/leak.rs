@@ -111,14 +111,21 @@ fn annotation_boundaries(
 
 /// Iteration starts from the repeating outermost varying user frame.
 fn call_site_boundaries(ctx: &mut DeviceCtx<'_, '_, '_>) -> Option<Vec<usize>> {
-    let mut user_frames: FxHashMap<FrameListId, Vec<u32>> = new_map();
-    let mut allocs: Vec<(usize, FrameListId)> = Vec::new();
+    // Each distinct list's user frames are looked up once and laid out flat; an alloc
+    // keeps where its list's frames are, so the walk per depth below reads one number per
+    // alloc instead of a hash lookup and a pointer chase.
+    let mut span_of: FxHashMap<FrameListId, (u32, u32)> = new_map();
+    let mut flat: Vec<u32> = Vec::new();
+    let mut allocs: Vec<(usize, (u32, u32))> = Vec::new();
     for (i, e) in ctx.entries.iter().enumerate() {
         if e.action == Action::Alloc && !e.frames.is_empty() {
-            user_frames
-                .entry(e.frames)
-                .or_insert_with(|| ctx.classifier.user_frames_outermost_first(e.frames));
-            allocs.push((i, e.frames));
+            let span = *span_of.entry(e.frames).or_insert_with(|| {
+                let user = ctx.classifier.user_frames_outermost_first(e.frames);
+                let start = flat.len() as u32;
+                flat.extend_from_slice(&user);
+                (start, user.len() as u32)
+            });
+            allocs.push((i, span));
         }
     }
     if allocs.len() < MIN_ITERATIONS * 2 {
@@ -128,19 +135,20 @@ fn call_site_boundaries(ctx: &mut DeviceCtx<'_, '_, '_>) -> Option<Vec<usize>> {
     // again and again. Setup code (model loading) differs from the loop at a shallow depth
     // but is entered once, so the depth whose most re-entered frame has the most runs wins;
     // ties go to the shallower depth (the whole iteration, not one layer of it).
-    let max_depth = user_frames
+    let max_depth = span_of
         .values()
-        .map(Vec::len)
+        .map(|&(_, len)| len as usize)
         .max()
         .unwrap_or(0)
         .min(MAX_PHASE_DEPTH);
     let mut best: Option<(usize, Vec<usize>)> = None;
     for depth in 0..max_depth {
         let mut runs: Vec<(u32, usize)> = Vec::new();
-        for (i, l) in &allocs {
-            if let Some(&phase) = user_frames.get(l).and_then(|v| v.get(depth)) {
+        for &(i, (start, len)) in &allocs {
+            if depth < len as usize {
+                let phase = flat[start as usize + depth];
                 if runs.last().is_none_or(|r| r.0 != phase) {
-                    runs.push((phase, *i));
+                    runs.push((phase, i));
                 }
             }
         }

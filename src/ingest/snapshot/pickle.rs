@@ -39,7 +39,11 @@
 //! - Strings are interned into one `String` arena (snapshots repeat the same file and
 //!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
-//!   stack. Nothing recurses, so nesting depth costs memory, never call stack.
+//!   stack. Nothing recurses, so nesting depth costs memory, never call stack. A run of
+//!   `BINGET`/`LONG_BINGET`s (a traceback's memoised frame dicts) is executed in one inner
+//!   loop that hands anything that could fail back to the main loop.
+//! - Chunk starts are 32-bit: the element arena is refused past 2^32 handles (16 GiB,
+//!   unreachable within the default input limit).
 //! - Opcodes that import or call code (`GLOBAL`, `REDUCE`, `BUILD`, ...) are refused with an
 //!   error naming the opcode and its byte offset. A memory snapshot never contains them.
 //! - Every read is bounds-checked and every size is checked against [`PickleLimits`]
@@ -241,6 +245,19 @@ const MAX_INDEX: u64 = (1 << (32 - TAG_BITS)) - 1;
 impl Handle {
     const NONE: Handle = Handle(TAG_NONE);
 
+    /// The handle's 32 bits: equal bits, same object (for hashing a run of handles).
+    #[inline]
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether the handle is a dict (cheaper than [`Pickle::as_dict`] when only the kind
+    /// matters).
+    #[inline]
+    pub fn is_dict(self) -> bool {
+        self.tag() == TAG_DICT
+    }
+
     /// `payload` is an arena index below [`MAX_INDEX`] or an inline integer (two's
     /// complement, in range); only its low 28 bits are kept.
     #[inline]
@@ -372,7 +389,10 @@ struct Container {
 
 #[derive(Clone, Copy, Debug)]
 struct Chunk {
-    start: u64,
+    /// Where the chunk starts in `items`: a u32 (the arena is kept below 2^32 handles, see
+    /// `append_from_stack`), so that a chunk is 12 bytes; a snapshot's segments make a few
+    /// hundred thousand of them, held until the end of the read.
+    start: u32,
     /// Handles in this chunk (for a dict: twice the pairs).
     len: u32,
     next: u32,
@@ -724,6 +744,24 @@ impl<'a> Pickle<'a> {
                 next_chunk: NO_CHUNK,
             },
         }
+    }
+
+    /// The elements of a container held in one piece of the arena (nearly all are: Python
+    /// writes each container in one batch), as a slice; `None` when they are not (or the
+    /// container does not exist). Cheaper to walk than [`Pickle::items`].
+    #[inline]
+    pub fn items_slice(&self, c: ContainerId) -> Option<&[Handle]> {
+        let k = self.containers.get(c.index())?;
+        if k.head == NO_CHUNK || k.head == RELEASED {
+            // A released container reads as empty, as in `items`.
+            return Some(&[]);
+        }
+        if k.head != k.tail {
+            return None;
+        }
+        let chunk = self.chunks.get(k.head as usize)?;
+        let start = chunk.start as usize;
+        self.items.get(start..start + chunk.len as usize)
     }
 
     /// The key/value pairs of a dict in written order (duplicates included).
@@ -1405,11 +1443,16 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             return Err(self.limit("a container's length", self.limits.max_container_len));
         }
         let start = self.pickle.items.len() as u64;
+        // Chunk starts are u32. Reaching this needs at least 4 GiB of input (each element
+        // costs an opcode byte) and 16 GiB of arena: a limit, never a wrap.
+        if start + handles as u64 > u32::MAX as u64 {
+            return Err(self.limit("the container elements held at once", u32::MAX as u64));
+        }
         self.pickle.items.extend_from_slice(&self.stack[from..]);
         self.stack.truncate(from);
         let extended = match self.pickle.chunks.get_mut(container.tail as usize) {
             Some(tail)
-                if tail.start + tail.len as u64 == start
+                if tail.start as u64 + tail.len as u64 == start
                     && tail.len as u64 + handles as u64 <= u32::MAX as u64 =>
             {
                 tail.len += handles as u32;
@@ -1424,7 +1467,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                 return Err(self.limit("the number of container chunks", NO_CHUNK as u64));
             }
             self.pickle.chunks.push(Chunk {
-                start,
+                start: start as u32,
                 len: handles as u32,
                 next: NO_CHUNK,
             });
@@ -1584,7 +1627,11 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             if self.memo_len() >= self.limits.max_memo_entries {
                 return Err(self.limit("the number of memo entries", self.limits.max_memo_entries));
             }
-            self.sparse_memo.remove(&idx);
+            // Only hand-made pickles fill the sparse memo; skipping the hash of every
+            // dense index when it is empty is a measurable share of a large trace.
+            if !self.sparse_memo.is_empty() {
+                self.sparse_memo.remove(&idx);
+            }
             self.memo.push(h);
         } else {
             if self.memo_len() >= self.limits.max_memo_entries {
@@ -1604,6 +1651,35 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             .get(&idx)
             .copied()
             .ok_or_else(|| self.malformed(format!("memo entry {idx} is read before it was stored")))
+    }
+
+    /// Executes the `BINGET`/`LONG_BINGET`s that follow in the buffer (a traceback's frame
+    /// dicts are a run of them) in a tight loop instead of one dispatch each. It stops,
+    /// leaving the opcode to the main loop, at anything else and wherever that opcode
+    /// could fail (short buffer, an index not in the dense memo, a full stack), so every
+    /// error is still raised, with its offset, by the main loop.
+    #[inline]
+    fn get_run(&mut self) {
+        let depth_left = self
+            .limits
+            .max_stack_depth
+            .saturating_sub((self.stack.len() + self.marks.len()) as u64);
+        let mut room = usize::try_from(depth_left).unwrap_or(usize::MAX);
+        let mut pos = self.src.pos;
+        while room > 0 {
+            let (idx, len) = match &self.src.buf[pos..self.src.filled] {
+                [b'j', a, b, c, d, ..] => (u32::from_le_bytes([*a, *b, *c, *d]) as usize, 5),
+                [b'h', a, ..] => (*a as usize, 2),
+                _ => break,
+            };
+            let Some(&h) = self.memo.get(idx) else {
+                break;
+            };
+            self.stack.push(h);
+            pos += len;
+            room -= 1;
+        }
+        self.src.pos = pos;
     }
 
     // ---- text arguments --------------------------------------------------------------------
@@ -1714,11 +1790,13 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                     let idx = self.u8("a BINGET index")? as u64;
                     let h = self.memo_get(idx)?;
                     self.push(h)?;
+                    self.get_run();
                 }
                 b'j' => {
                     let idx = u32::from_le_bytes(self.take_array("a LONG_BINGET index")?) as u64;
                     let h = self.memo_get(idx)?;
                     self.push(h)?;
+                    self.get_run();
                 }
 
                 // -- constants and numbers --
@@ -2141,7 +2219,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             return;
         }
         // Which containers the sink consumed; the chunks of the others, to move down.
-        let mut moved: Vec<(u64, u32, u32)> = Vec::new();
+        let mut moved: Vec<(u32, u32, u32)> = Vec::new();
         for c in b.containers..p.containers.len() {
             match sink.release(p, ContainerId(c as u32)) {
                 Some((note_a, note_b)) => {
@@ -2186,7 +2264,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             p.items.copy_within(start..start + len as usize, write);
             let idx = p.chunks.len() as u32;
             p.chunks.push(Chunk {
-                start: write as u64,
+                start: write as u32,
                 len,
                 next: NO_CHUNK,
             });
@@ -2277,6 +2355,20 @@ fn truncate_for_message(s: &str) -> String {
 
 /// Little-endian two's-complement bytes (LONG1/LONG4) as an integer, exact up to 128 bits.
 fn twos_complement_le(bytes: &[u8]) -> BigInt {
+    // The common case (addresses, timestamps: `LONG1` of 1-8 bytes) folds into an i64
+    // byte by byte: no padded buffer, whose store and 16-byte reload stalled the VM.
+    if let Some(&last) = bytes.last()
+        && bytes.len() <= 8
+    {
+        let mut v: u64 = if last & 0x80 != 0 { u64::MAX } else { 0 };
+        for &b in bytes.iter().rev() {
+            v = (v << 8) | b as u64;
+        }
+        return BigInt {
+            value: v as i64 as i128,
+            saturated: false,
+        };
+    }
     let Some(&last) = bytes.last() else {
         return BigInt {
             value: 0,
@@ -2630,6 +2722,33 @@ mod tests {
             matches!(err, PickleError::Malformed { offset: 2, .. }),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn memo_read_runs_stop_where_an_opcode_would_fail() {
+        // A run of BINGET/LONG_BINGET: the bad one is reported at its own offset.
+        let err = parse(b"\x80\x04K\x07\x94(h\x00j\x00\x00\x00\x00h\x00h\x09l.").unwrap_err();
+        assert!(
+            matches!(err, PickleError::Malformed { offset: 15, .. }),
+            "{err:?}"
+        );
+        // A run that fills the stack is stopped by the depth limit, at the opcode past it.
+        let limits = PickleLimits {
+            max_stack_depth: 4,
+            ..PickleLimits::default()
+        };
+        let err = Pickle::parse(b"K\x07\x94(h\x00h\x00h\x00h\x00.", &limits).unwrap_err();
+        assert!(
+            matches!(err, PickleError::LimitExceeded { offset: 8, .. }),
+            "{err:?}"
+        );
+        // A sparse memo index inside a run is still found (by the main loop).
+        let p = parse(b"K\x09r\x40\x42\x0f\x00\x94(h\x01j\x40\x42\x0f\x00h\x01l.").unwrap();
+        let items: Vec<Value> = p
+            .items(p.as_container(p.root()).unwrap())
+            .map(|h| p.value(h))
+            .collect();
+        assert_eq!(items, vec![Value::Int(9); 3]);
     }
 
     #[test]

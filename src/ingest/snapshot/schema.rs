@@ -10,8 +10,10 @@
 //!
 //! Frames are interned once: a [`FrameTable`] holds each distinct frame and each distinct
 //! frame list, and entries refer to lists by [`FrameListId`]. Interning goes by pickle
-//! object identity first (PyTorch reuses one dict per frame and one list per identical
-//! traceback, so a million entries usually resolve through a few thousand lookups), then by
+//! object identity first (PyTorch reuses one dict per frame, so a frame dict is read once
+//! however many tracebacks hold it), then, for a list, by its elements' handles (a fresh
+//! list of the same shared frame dicts as a list met before, the usual case: one table
+//! lookup on a hash of the handles, then a check of each dict's known frame), then by
 //! content, so pickles written without sharing dedupe too.
 //!
 //! Trace entries are decoded while the pickle is read: [`StreamDecoder`] is the pickle
@@ -588,6 +590,9 @@ const SYM_TABLE: [Sym; 53] = [
     Sym::VLarge,
 ];
 
+/// The multiplier of `fxhash`'s multiply-rotate, for the frame-list hashes.
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
 /// Decodes a parsed pickle into a [`Snapshot`].
 pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, DecodeError> {
     StreamDecoder::new(limits).finish(pickle)
@@ -617,6 +622,7 @@ impl StreamDecoder {
                 frame_by_content: new_map(),
                 list_by_hash: new_map(),
                 list_next: Vec::new(),
+                list_by_handles: new_map(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
                 batch_entries: new_map(),
@@ -787,6 +793,11 @@ struct State {
     /// `list_next` chains earlier lists whose hashes collide.
     list_by_hash: FxHashMap<u64, (u32, u32, u32)>,
     list_next: Vec<u32>,
+    /// Frame lists by the hash of their elements' handles → the newest such list, for lists
+    /// made of the same frame dicts as a list met before (see `frame_list`). Only lists
+    /// whose content was new are entered (so it grows with the distinct lists, never with
+    /// the entries).
+    list_by_handles: FxHashMap<u64, u32>,
     scratch: Vec<FrameId>,
     /// Trace lists taken while the pickle was read.
     taken: Vec<Taken>,
@@ -1584,6 +1595,43 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             return Ok(FrameListId::EMPTY);
         }
         self.spend(self.p.len(c) as u64, || "a frame list".into())?;
+        // Fast path: a list of the very frame dicts (same handles, so the same frames) of a
+        // list met before. PyTorch shares frame dicts but writes a fresh list per entry, so
+        // this is the usual case. The candidate is found from the handles alone, so the
+        // reads that verify it (each dict's known id against the list's ids) are independent
+        // of one another and of the lookup, instead of a chain of misses (identities, then
+        // the hash of the ids, then the table, then the ids).
+        let slice = self.p.items_slice(c);
+        let mut by_handles = None;
+        if let Some(items) = slice {
+            let mut hash = items.len() as u64;
+            let mut all_dicts = true;
+            for h in items {
+                all_dicts &= h.is_dict();
+                hash = (hash.rotate_left(5) ^ h.bits() as u64).wrapping_mul(FX_SEED);
+            }
+            // Only dict handles: a container's handle is never reused for another object
+            // (an integer's arena slot can be, once a batch is released).
+            if all_dicts {
+                if let Some(&id) = self.list_by_handles.get(&hash) {
+                    // Verify: each dict is the frame at its place in that list.
+                    let ids = self.out.frames.list(FrameListId(id));
+                    let identity = &self.st.identity;
+                    let same = ids.len() == items.len()
+                        && items.iter().zip(ids).all(|(h, &fid)| {
+                            self.p
+                                .as_dict(*h)
+                                .and_then(|d| identity.get(d.index()))
+                                .is_some_and(|&known| known == fid + 1)
+                        });
+                    if same {
+                        self.remember(c, id);
+                        return Ok(FrameListId(id));
+                    }
+                }
+                by_handles = Some(hash);
+            }
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();
         // Hash the ids while collecting them (the multiply-rotate of `fxhash`): lists are
@@ -1596,7 +1644,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                     Some(&known) if known != 0 => known - 1,
                     _ => self.frame(fd)?,
                 };
-                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(FX_SEED);
                 scratch.push(id);
             }
         }
@@ -1640,6 +1688,10 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 self.list_next.resize(id as usize + 1, NO_LIST);
             }
             self.list_next[id as usize] = previous;
+            // A new list: enter it for the fast path (once per distinct list).
+            if let Some(hash) = by_handles {
+                self.st.list_by_handles.insert(hash, id);
+            }
             id
         };
         self.scratch = scratch;

@@ -4,6 +4,8 @@ lines of some logs, and how many literals a prefilter cover of the anchors needs
 
     python3 bench/anchor_cover.py hits LOG...               lines each anchor hits, most first
     python3 bench/anchor_cover.py cover MINLEN K LOG...     a greedy set cover of the anchors
+    python3 bench/anchor_cover.py list                      the anchors, one a line (lower case,
+                                                            not folded): `rg -i -F -f` input
 
 Anchors are read from the `fn anchors` lists of src/ingest/log/engines/*.rs. Bytes are folded
 as a prefilter would fold them (each byte OR 0x20; here newlines are kept), so a literal found in folded text is
@@ -55,7 +57,21 @@ def lines_hit(text, lit):
     return n
 
 
+def plain_anchors():
+    out = set()
+    for f in sorted(glob.glob(os.path.join(ROOT, "src/ingest/log/engines/*.rs"))):
+        m = re.search(r"fn anchors\(&self\)[^{]*\{(.*?)\n    \}", open(f).read(), re.S)
+        if m:
+            body = re.sub(r"//[^\n]*", "", m.group(1))
+            for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', body):
+                out.add(lit.encode().decode("unicode_escape").lower())
+    return sorted(out)
+
+
 def main():
+    if sys.argv[1] == "list":
+        print("\n".join(plain_anchors()))
+        return
     owner = anchors()
     if sys.argv[1] == "hits":
         text = logs(sys.argv[2:])

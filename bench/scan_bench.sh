@@ -19,7 +19,11 @@
 #   10,000 logs   a 273 MiB log of the same kind (default rates, an OOM every MiB) split into
 #                 10,000 files in one directory; oomdoctor DIR against `grep -r -c -i -E`
 #
-# Needs GNU time (/usr/bin/time), grep, zgrep, gzip, split and taskset. ripgrep is optional:
+#   rg anchors    rg -c -i -F over every recogniser's anchor (bench/anchor_cover.py list):
+#                 the same line search oomdoctor's scan does, for comparison
+#
+# Needs GNU time (/usr/bin/time), grep, zgrep, gzip, split and taskset; python3 for the
+# rg-anchors row. ripgrep is optional:
 # `apt-get install ripgrep`, or `CARGO_HOME=/tmp/rg-home cargo install ripgrep` and put
 # /tmp/rg-home/bin on PATH; without it the rg rows are left out.
 # Generated inputs live in $BENCH_DIR (default /tmp) and are reused by later runs.
@@ -85,6 +89,10 @@ add() { # add NAME CMD, when the command's tool is there
 add "oomdoctor 1 GiB" "$OD '$LOG'"
 [ -n "${BEFORE:-}" ] && add "before 1 GiB" "$BEFORE --format json --exit-zero '$LOG'"
 [ "$have_rg" = 1 ] && add "rg 1 GiB" "rg ${RG_ARGS[*]@Q} '$LOG'"
+# The same work as oomdoctor's line search: every recogniser's anchor, ASCII case ignored.
+if [ "$have_rg" = 1 ] && python3 bench/anchor_cover.py list > "$BENCH_DIR/oomdoctor-anchors.txt"; then
+  add "rg anchors 1 GiB" "rg -c -i -F -f '$BENCH_DIR/oomdoctor-anchors.txt' '$LOG'"
+fi
 add "grep 1 GiB" "grep -c -i -E '$PATTERNS' '$LOG'"
 add "oomdoctor 1 core" "taskset -c 0 $OD '$LOG'"
 [ -n "${BEFORE:-}" ] && add "before 1 core" "taskset -c 0 $BEFORE --format json --exit-zero '$LOG'"
@@ -125,6 +133,7 @@ anchor=grep
   row "1 GiB log, oomdoctor (before)" "before 1 GiB" "$anchor 1 GiB"
   row "1 GiB log, rg -c -i (4 patterns)" "rg 1 GiB" ""
   row "1 GiB log, grep -c -i -E (4 patterns)" "grep 1 GiB" ""
+  row "1 GiB log, rg -c -i -F, oomdoctor's 335 anchors" "rg anchors 1 GiB" ""
   row "1 GiB log, one core, oomdoctor" "oomdoctor 1 core" "$anchor 1 core"
   row "1 GiB log, one core, oomdoctor (before)" "before 1 core" "$anchor 1 core"
   row "1 GiB log, one core, rg -j1" "rg 1 core" ""
@@ -138,6 +147,7 @@ anchor=grep
   row "10,000 small logs (273 MiB), oomdoctor (before)" "before 10k" "grep 10k"
   row "10,000 small logs (273 MiB), grep -r -c -i -E" "grep 10k" ""
   echo
+  [ -n "${WALL[rg anchors 1 GiB]:-}" ] && echo "oomdoctor vs rg with the same anchors (1 GiB log): wall $(ratio "${WALL[oomdoctor 1 GiB]}" "${WALL[rg anchors 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor 1 GiB]}" "${CPU[rg anchors 1 GiB]}")."
   echo "stdin vs file path (oomdoctor): wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[oomdoctor 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[oomdoctor 1 GiB]}")."
 } > "$OUT"
 cat "$OUT"

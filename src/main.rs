@@ -81,7 +81,14 @@ fn main() -> ExitCode {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = stderr.lock();
     let mut io = oomdoctor::cli::app::Io {
-        stdin: Some(Box::new(stdin.lock())),
+        // A pipe is drained on a thread of its own, so its writer never waits for the scan.
+        stdin: Some(
+            if stdin_is_tty || !oomdoctor::input::read_ahead_worthwhile() {
+                Box::new(stdin.lock())
+            } else {
+                Box::new(oomdoctor::input::ReadAhead::new(std::io::stdin()))
+            },
+        ),
         stdin_is_tty,
         stdout: &mut out,
         stdout_is_tty,

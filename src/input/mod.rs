@@ -6,7 +6,10 @@
 //! config) is sniffed from the first bytes, never from the file name: crash logs arrive as
 //! `output.txt`, `job-1234.out` or on stdin.
 
+mod readahead;
 pub mod walk;
+
+pub use readahead::{ReadAhead, worthwhile as read_ahead_worthwhile};
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
@@ -17,6 +20,8 @@ use crate::facts::evidence::InputName;
 
 /// How many bytes are peeked to decide an input's kind.
 const SNIFF_BYTES: usize = 64 << 10;
+/// Files at least this large are read ahead on a second thread ([`ReadAhead`]).
+const READ_AHEAD_MIN: u64 = 32 << 20;
 
 /// What an input is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -236,10 +241,16 @@ pub fn open(
             });
         }
         let f = File::open(path).map_err(|e| InputError::from_io(spec, e, false, 0))?;
-        (
-            spec.to_string(),
-            Box::new(BufReader::with_capacity(1 << 20, f)),
-        )
+        // A large file is read on a second thread while this one scans: copying it out of
+        // the page cache is a fifth of a scan's time. A small one (a directory's logs, read
+        // in parallel already) is not worth a thread.
+        let large = f.metadata().is_ok_and(|m| m.len() >= READ_AHEAD_MIN);
+        let reader: Box<dyn Read> = if large && readahead::worthwhile() {
+            Box::new(ReadAhead::new(f))
+        } else {
+            Box::new(BufReader::with_capacity(1 << 20, f))
+        };
+        (spec.to_string(), reader)
     };
     open_reader(&name, raw, forced)
 }

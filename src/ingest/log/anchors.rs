@@ -27,19 +27,6 @@ use aho_corasick::{Anchored, MatchKind};
 const STREAMS: usize = 4;
 /// Below this many bytes, splitting a buffer costs more than it saves.
 const SPLIT_MIN: usize = 8 << 10;
-/// Below this many bytes a buffer is walked on one thread: a thread start (tens of
-/// microseconds) would cost more than half the walk saves.
-const PARALLEL_MIN: usize = 1 << 20;
-/// The part of a split buffer this thread walks: less than half, because it also reads the
-/// hits (cleaning, recognisers), about a third of the walk's time on a typical log.
-const FIRST_SHARE_PERCENT: usize = 42;
-
-/// Whether the process may use a second core (cgroup and affinity limits included).
-fn second_core() -> bool {
-    static TWO: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *TWO.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
-}
-
 /// The compiled anchors.
 pub struct Anchors {
     dfa: DFA,
@@ -122,41 +109,17 @@ impl Anchors {
     /// Calls `on_hit`, in order, with one offset inside each line of `hay` that holds an
     /// anchor (as [`Anchors::hit_lines`] finds them).
     ///
-    /// A large buffer is split at a line start between this thread and one helper thread
-    /// when the machine has a second core: the walk is most of a scan's cost. This thread
-    /// walks the smaller first part and hands its hits to `on_hit` while the helper is still
-    /// walking the rest, so both cores stay busy while the hits are read.
-    pub fn for_each_hit_line(&self, hay: &[u8], mut on_hit: impl FnMut(usize)) {
+    /// The walk stays on the calling thread. Splitting a large buffer with a helper thread
+    /// paid while the walk was slow; with the dense walk it cost a third more CPU (a thread
+    /// per buffer, caches shared) for under 5 % of wall time on a file, and on a pipe it
+    /// took the core the writing process needed.
+    pub fn for_each_hit_line(&self, hay: &[u8], on_hit: impl FnMut(usize)) {
         let mut hits = Vec::new();
-        if hay.len() < PARALLEL_MIN || !second_core() {
-            self.hit_lines_here(hay, &mut hits);
-            hits.into_iter().for_each(on_hit);
-            return;
-        }
-        let guess = hay.len() * FIRST_SHARE_PERCENT / 100;
-        let mid = memchr::memchr(b'\n', &hay[guess..]).map_or(hay.len(), |i| guess + i + 1);
-        let (first, second) = hay.split_at(mid);
-        std::thread::scope(|scope| {
-            let helper = std::thread::Builder::new().spawn_scoped(scope, || {
-                let mut hits = Vec::new();
-                self.hit_lines_here(second, &mut hits);
-                hits
-            });
-            self.hit_lines_here(first, &mut hits);
-            hits.drain(..).for_each(&mut on_hit);
-            let rest = match helper {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                // No thread to be had (a process limit): walk the rest here.
-                Err(_) => {
-                    self.hit_lines_here(second, &mut hits);
-                    std::mem::take(&mut hits)
-                }
-            };
-            rest.into_iter().for_each(|o| on_hit(o + mid));
-        });
+        self.hit_lines_here(hay, &mut hits);
+        hits.into_iter().for_each(on_hit);
     }
 
-    /// [`Anchors::hit_lines`] on this thread alone.
+    /// [`Anchors::hit_lines`]: the lock-step walk, or a single one for a small buffer.
     fn hit_lines_here(&self, hay: &[u8], out: &mut Vec<usize>) {
         if hay.len() < SPLIT_MIN {
             self.lines

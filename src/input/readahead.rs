@@ -1,0 +1,246 @@
+//! Reading ahead on a second thread, for standard input and large files.
+//!
+//! A pipe holds 64 KiB. Read in turn with the scan, the writer (`cat`, `kubectl logs`, a
+//! CI runner) stalls whenever the pipe is full, which is most of the time the scan runs:
+//! the two processes take turns instead of running side by side, and each 64 KiB costs a
+//! pair of wake-ups. [`ReadAhead`] drains the source on its own thread into a few blocks
+//! ahead of the reader, so the writer keeps writing while the scan runs. A large file gains
+//! the same way: the copy out of the page cache runs on the second core.
+//!
+//! Memory: at most `DEPTH + 2` blocks of `BLOCK` bytes exist at once (the ones queued, the
+//! one being filled, the one being read); blocks go back to the reading thread when read.
+//! The thread starts on the first read, so a standard input never read is never touched.
+
+use std::io::{self, Read};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+
+/// Bytes a block holds.
+const BLOCK: usize = 1 << 20;
+/// Blocks filled ahead of the reader.
+const DEPTH: usize = 6;
+
+/// A reader that reads its source ahead on a thread of its own.
+pub struct ReadAhead<R> {
+    /// The source, until the thread takes it (shared so that it comes back if no thread can
+    /// be started).
+    source: Arc<Mutex<Option<R>>>,
+    /// Filled blocks, in order; an empty block is the end, and an error ends the stream too.
+    filled: Option<Receiver<io::Result<Vec<u8>>>>,
+    /// Read blocks, back to the thread for reuse.
+    spent: Option<SyncSender<Vec<u8>>>,
+    /// Whether the thread was asked for (it may have failed to start).
+    started: bool,
+    block: Vec<u8>,
+    at: usize,
+    done: bool,
+}
+
+/// Whether reading ahead can pay: the process may run on a second core (affinity and
+/// cgroup limits included). On one core the thread only adds a copy of every byte.
+pub fn worthwhile() -> bool {
+    static TWO: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TWO.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
+}
+
+impl<R: Read + Send + 'static> ReadAhead<R> {
+    pub fn new(source: R) -> ReadAhead<R> {
+        ReadAhead {
+            source: Arc::new(Mutex::new(Some(source))),
+            filled: None,
+            spent: None,
+            started: false,
+            block: Vec::new(),
+            at: 0,
+            done: false,
+        }
+    }
+
+    /// Starts the reading thread, where one can be had (a process limit may refuse it).
+    fn start(&mut self) {
+        let (to_reader, filled) = sync_channel::<io::Result<Vec<u8>>>(DEPTH);
+        let (spent, from_reader) = sync_channel::<Vec<u8>>(DEPTH + 2);
+        let shared = Arc::clone(&self.source);
+        let spawned = std::thread::Builder::new()
+            .name("read-ahead".into())
+            .spawn(move || {
+                let Some(mut source) = shared.lock().ok().and_then(|mut s| s.take()) else {
+                    return;
+                };
+                loop {
+                    let mut block = from_reader.try_recv().unwrap_or_default();
+                    block.resize(BLOCK, 0);
+                    let (n, error) = fill(&mut source, &mut block);
+                    block.truncate(n);
+                    // A send fails when the reader is gone (it stopped early): so is the need
+                    // for more.
+                    if n > 0 && to_reader.send(Ok(block)).is_err() {
+                        return;
+                    }
+                    if let Some(e) = error {
+                        let _ = to_reader.send(Err(e));
+                        return;
+                    }
+                    // Short of a full block: the source said "end", and is not asked again
+                    // (a terminal would wait for a second Ctrl-D).
+                    if n < BLOCK {
+                        let _ = to_reader.send(Ok(Vec::new()));
+                        return;
+                    }
+                }
+            });
+        if spawned.is_ok() {
+            self.filled = Some(filled);
+            self.spent = Some(spent);
+        }
+    }
+}
+
+/// Reads until `block` is full or the source ends: the bytes read, and the error that
+/// stopped it (raised after those bytes).
+fn fill<R: Read>(source: &mut R, block: &mut [u8]) -> (usize, Option<io::Error>) {
+    let mut n = 0;
+    while n < block.len() {
+        match source.read(&mut block[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (n, Some(e)),
+        }
+    }
+    (n, None)
+}
+
+impl<R: Read + Send + 'static> Read for ReadAhead<R> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.done || out.is_empty() {
+            return Ok(0);
+        }
+        if !self.started {
+            self.started = true;
+            self.start();
+        }
+        if self.filled.is_none() {
+            // No thread: read the source here.
+            let mut source = self
+                .source
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))?;
+            return match source.as_mut() {
+                Some(s) => s.read(out),
+                None => Ok(0),
+            };
+        }
+        if self.at == self.block.len() {
+            let Some(next) = self.filled.as_ref().and_then(|rx| rx.recv().ok()) else {
+                self.done = true;
+                return Ok(0);
+            };
+            let next = next?;
+            let spent = std::mem::replace(&mut self.block, next);
+            self.at = 0;
+            if self.block.is_empty() {
+                self.done = true;
+                return Ok(0);
+            }
+            if let Some(tx) = &self.spent {
+                let _ = tx.try_send(spent);
+            }
+        }
+        let n = out.len().min(self.block.len() - self.at);
+        out[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hands out its bytes in uneven reads, then an error or the end; counts reads after
+    /// the end.
+    struct Source {
+        data: Vec<u8>,
+        at: usize,
+        fail: bool,
+        after_end: Arc<Mutex<u32>>,
+    }
+
+    impl Read for Source {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.at == self.data.len() {
+                if self.fail {
+                    return Err(io::Error::other("disk gone"));
+                }
+                *self.after_end.lock().unwrap() += 1;
+                return Ok(0);
+            }
+            let n = out.len().min(7919).min(self.data.len() - self.at);
+            out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    fn source(len: usize, fail: bool) -> (Source, Arc<Mutex<u32>>) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+        let after_end = Arc::new(Mutex::new(0));
+        let s = Source {
+            data,
+            at: 0,
+            fail,
+            after_end: after_end.clone(),
+        };
+        (s, after_end)
+    }
+
+    #[test]
+    fn delivers_every_byte_in_order_and_asks_the_source_for_the_end_once() {
+        for len in [0, 1, BLOCK - 1, BLOCK, 3 * BLOCK + 12_345] {
+            let (src, after_end) = source(len, false);
+            let want = src.data.clone();
+            let mut r = ReadAhead::new(src);
+            let mut got = Vec::new();
+            let mut piece = vec![0u8; 65_537];
+            loop {
+                let n = r.read(&mut piece).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&piece[..n]);
+            }
+            assert_eq!(got.len(), want.len());
+            assert!(got == want, "bytes differ at length {len}");
+            // Asked again after the end: still the end, and the source is not asked again.
+            assert_eq!(r.read(&mut piece).unwrap(), 0);
+            assert_eq!(*after_end.lock().unwrap(), 1, "length {len}");
+        }
+    }
+
+    #[test]
+    fn an_error_comes_after_the_bytes_read_before_it() {
+        let (src, _) = source(BLOCK + 100, true);
+        let mut r = ReadAhead::new(src);
+        let mut got = Vec::new();
+        let err = loop {
+            let mut piece = vec![0u8; 4096];
+            match r.read(&mut piece) {
+                Ok(0) => panic!("the error was lost"),
+                Ok(n) => got.extend_from_slice(&piece[..n]),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(got.len(), BLOCK + 100);
+        assert_eq!(err.to_string(), "disk gone");
+    }
+
+    #[test]
+    fn a_reader_that_stops_early_lets_the_thread_go() {
+        let (src, _) = source(20 * BLOCK, false);
+        let mut r = ReadAhead::new(src);
+        let mut piece = [0u8; 10];
+        assert_eq!(r.read(&mut piece).unwrap(), 10);
+        drop(r); // the thread's next send fails and it ends; nothing waits for it
+    }
+}

@@ -235,16 +235,24 @@ pub fn open(
         (stdin_name.to_string(), stdin)
     } else {
         let path = Path::new(spec);
-        if path.is_dir() {
-            return Err(InputError::Directory {
-                input: spec.to_string(),
-            });
+        let directory = || InputError::Directory {
+            input: spec.to_string(),
+        };
+        // One `stat` of the open file says both "directory" and "large" (a directory's
+        // 10,000 logs each paid a path lookup for the first before).
+        let f = match File::open(path) {
+            Ok(f) => f,
+            Err(_) if path.is_dir() => return Err(directory()),
+            Err(e) => return Err(InputError::from_io(spec, e, false, 0)),
+        };
+        let meta = f.metadata().ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) {
+            return Err(directory());
         }
-        let f = File::open(path).map_err(|e| InputError::from_io(spec, e, false, 0))?;
         // A large file is read on a second thread while this one scans: copying it out of
         // the page cache is a fifth of a scan's time. A small one (a directory's logs, read
         // in parallel already) is not worth a thread.
-        let large = f.metadata().is_ok_and(|m| m.len() >= READ_AHEAD_MIN);
+        let large = meta.is_some_and(|m| m.len() >= READ_AHEAD_MIN);
         let reader: Box<dyn Read> = if large && readahead::worthwhile() {
             Box::new(ReadAhead::new(f))
         } else {

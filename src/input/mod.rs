@@ -252,11 +252,18 @@ pub fn open(
         // A large file is read on a second thread while this one scans: copying it out of
         // the page cache is a fifth of a scan's time. A small one (a directory's logs, read
         // in parallel already) is not worth a thread.
-        let large = meta.is_some_and(|m| m.len() >= READ_AHEAD_MIN);
-        let reader: Box<dyn Read> = if large && readahead::worthwhile() {
+        let len = meta.map_or(u64::MAX, |m| m.len());
+        let reader: Box<dyn Read> = if len >= READ_AHEAD_MIN && readahead::worthwhile() {
             Box::new(ReadAhead::new(f))
         } else {
-            Box::new(BufReader::with_capacity(1 << 20, f))
+            // Sized to the file (a pipe or device reports 0: the most): a 1 MiB buffer
+            // for each of a directory's small logs was allocated and freed for nothing.
+            let size = if len == 0 {
+                1 << 20
+            } else {
+                len.clamp(8 << 10, 1 << 20)
+            };
+            Box::new(BufReader::with_capacity(size as usize, f))
         };
         (spec.to_string(), reader)
     };

@@ -315,9 +315,10 @@ pub fn strip_prefixes<'a>(mut text: &'a str, meta: &mut LineMeta) -> &'a str {
         let mut progressed = false;
         // One search of the set finds the prefixes that match; only those run their
         // capturing engine, in table order.
+        let set = &*PREFIX_SET; // first: it checks that the flags fit
         let mut matched = [false; MAX_PREFIXES];
         let matched = &mut matched[..PREFIXES.len()];
-        if !PREFIX_SET.matches_read_at(matched, trimmed, 0) {
+        if !set.matches_read_at(matched, trimmed, 0) {
             return trimmed;
         }
         for p in PREFIXES

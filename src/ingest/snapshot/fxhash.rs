@@ -24,10 +24,17 @@ pub struct FxHasher {
 
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
+/// One step of the multiply-rotate: `hash` with `word` mixed in. For hashes built in a loop
+/// without a `Hasher` (the frame-list hashes of the snapshot decoder).
+#[inline]
+pub fn mix(hash: u64, word: u64) -> u64 {
+    (hash.rotate_left(5) ^ word).wrapping_mul(SEED)
+}
+
 impl FxHasher {
     #[inline]
     fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
+        self.hash = mix(self.hash, word);
     }
 }
 

@@ -1173,19 +1173,19 @@ impl std::hash::Hasher for IdHasher {
 /// A fast content hash of a string (multiply-rotate per 8-byte word, as `fxhash`).
 #[inline]
 fn hash_bytes(bytes: &[u8]) -> u64 {
-    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    use super::fxhash::mix;
     let mut h = bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
         let mut w = [0u8; 8];
         w.copy_from_slice(c);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(SEED);
+        h = mix(h, u64::from_le_bytes(w));
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
         let mut w = [0u8; 8];
         w[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(SEED);
+        h = mix(h, u64::from_le_bytes(w));
     }
     // Spread the high bits down: the map uses the low bits.
     h ^ (h >> 29)

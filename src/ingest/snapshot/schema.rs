@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::fxhash::{FxHashMap, new_map};
+use super::fxhash::{self, FxHashMap, new_map};
 use crate::ingest::snapshot::pickle::{ContainerId, Handle, ListSink, Pickle, PickleLimits, Value};
 
 /// Index into [`FrameTable::frames`].
@@ -589,9 +589,6 @@ const SYM_TABLE: [Sym; 53] = [
     Sym::VSmall,
     Sym::VLarge,
 ];
-
-/// The multiplier of `fxhash`'s multiply-rotate, for the frame-list hashes.
-const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
 /// Decodes a parsed pickle into a [`Snapshot`].
 pub fn decode(pickle: &Pickle<'_>, limits: &PickleLimits) -> Result<Snapshot, DecodeError> {
@@ -1339,10 +1336,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             self.spend(self.p.len(list) as u64, || format!("{name}[{dev}]"))?;
             let mut entries = Vec::with_capacity(self.p.len(list));
             for (i, eh) in self.p.items(list).enumerate() {
-                let Some(d) = self.p.as_dict(eh) else {
-                    self.out
-                        .anomalies
-                        .note(|| format!("{name}[{dev}][{i}]: expected a dict"));
+                let Some(d) = self.entry_dict(eh, name, dev, i) else {
                     continue;
                 };
                 if let Some(note) = self.p.released(d) {
@@ -1377,6 +1371,18 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 .or_else(|| self.out.host_traces.get(at.1))
         };
         found.map_or(&[], |v| v.as_slice())
+    }
+
+    /// Trace entry `name[dev][i]` as a dict, or an anomaly noted for it (the whole-list
+    /// and the streamed decode read entries the same way).
+    fn entry_dict(&mut self, eh: Handle, name: &str, dev: usize, i: usize) -> Option<ContainerId> {
+        let d = self.p.as_dict(eh);
+        if d.is_none() {
+            self.out
+                .anomalies
+                .note(|| format!("{name}[{dev}][{i}]: expected a dict"));
+        }
+        d
     }
 
     /// A copy of an entry dict already decoded into a taken list (its note: the taken
@@ -1440,10 +1446,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         for &eh in elements {
             let i = t.elements as usize;
             t.elements += 1;
-            let Some(d) = self.p.as_dict(eh) else {
-                self.out
-                    .anomalies
-                    .note(|| format!("{name}[{dev}][{i}]: expected a dict"));
+            let Some(d) = self.entry_dict(eh, name, dev, i) else {
                 continue;
             };
             if let Some(note) = self.p.released(d) {
@@ -1608,7 +1611,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             let mut all_dicts = true;
             for h in items {
                 all_dicts &= h.is_dict();
-                hash = (hash.rotate_left(5) ^ h.bits() as u64).wrapping_mul(FX_SEED);
+                hash = fxhash::mix(hash, h.bits() as u64);
             }
             // Only dict handles: a container's handle is never reused for another object
             // (an integer's arena slot can be, once a batch is released).
@@ -1644,7 +1647,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                     Some(&known) if known != 0 => known - 1,
                     _ => self.frame(fd)?,
                 };
-                hash = (hash.rotate_left(5) ^ id as u64).wrapping_mul(FX_SEED);
+                hash = fxhash::mix(hash, id as u64);
                 scratch.push(id);
             }
         }

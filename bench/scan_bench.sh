@@ -5,6 +5,7 @@
 #   RUNS=5 bench/scan_bench.sh               (best of 5 instead of 3)
 #   BEFORE=/tmp/oomdoctor-old bench/scan_bench.sh   (adds rows for another build, run in turn)
 #   NO_BUILD=1 bench/scan_bench.sh           (skip cargo build, e.g. while another build runs)
+#   OUT=/tmp/scan.md bench/scan_bench.sh     (write the table elsewhere, e.g. to add it to the history by hand)
 #
 # Cases, each timed RUNS times in turn with the anchors (commands alternate, so a burst of
 # load on a shared machine hits both sides), keeping the best wall time, the best CPU time
@@ -34,7 +35,7 @@ BENCH_DIR=${BENCH_DIR:-/tmp}
 LOG=$BENCH_DIR/oomdoctor-scan-1GiB.log
 GZ=$LOG.gz
 DIR=$BENCH_DIR/oomdoctor-scan-10k
-OUT=bench/RESULTS-scan.md
+OUT=${OUT:-bench/RESULTS-scan.md}
 PATTERNS='out of memory|outofmemory|resource_exhausted|killed process'
 RG_ARGS=(-c -i -e 'out of memory' -e outofmemory -e resource_exhausted -e 'killed process')
 

@@ -18,6 +18,7 @@ use regex::Regex;
 
 use super::local::walk_forward;
 use super::{Emit, Line, Recognizer, id};
+use crate::ingest::log::clean::clean_line;
 
 static ROW: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")
@@ -41,7 +42,10 @@ impl Recognizer for SmiTable {
         let mut gpus: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
         let mut misses = 0;
         walk_forward(line, 72, |raw| {
-            let t = raw.trim();
+            // The rows carry the same prefixes as the title line when a tool or a rank
+            // prefix printed the whole table (`[rank0]: |    0  ...`, `svc-1  | |    0  ...`).
+            let cleaned = clean_line(raw.as_bytes());
+            let t = cleaned.text.trim();
             match ROW.captures(t) {
                 Some(c) => {
                     if let (Ok(g), Ok(m)) = (c["gpu"].parse::<u32>(), c["mib"].parse::<f64>()) {
@@ -97,6 +101,41 @@ mod tests {
             assert_eq!(
                 f.num("smi.busiest_gpu_second_bytes"),
                 Some(217.0 * 1048576.0)
+            );
+        }
+    }
+
+    /// The table printed through a per-line prefix (a rank tag, a CI timestamp, compose's
+    /// service column) reads as the bare table does.
+    #[test]
+    fn prefixed_rows() {
+        let rows = [
+            "RuntimeError: CUDA error: out of memory",
+            "+-----------------------------------------------------------------------------+",
+            "| Processes:                                                       GPU Memory |",
+            "|  GPU       PID   Type   Process name                             Usage      |",
+            "|=============================================================================|",
+            "|    1     51200      C   /opt/conda/bin/python                       10240MiB |",
+            "|    1     51377      C   jupyter-lab                                  5120MiB |",
+            "+-----------------------------------------------------------------------------+",
+        ];
+        for prefix in [
+            "[rank1]: ",
+            "2025-09-14T08:01:02.5550123Z ",
+            "trainer-1  | ",
+            "(RayWorkerWrapper pid=8812) ",
+        ] {
+            let log: String = rows.iter().map(|r| format!("{prefix}{r}\n")).collect();
+            let input: InputName = Arc::from("t.log");
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            assert_eq!(ev.incidents.len(), 1, "{log}");
+            let f = &ev.incidents[0].facts;
+            assert_eq!(f.num("smi.busiest_gpu"), Some(1.0), "{prefix}");
+            assert_eq!(f.num("smi.busiest_gpu_processes"), Some(2.0), "{prefix}");
+            assert_eq!(
+                f.num("smi.busiest_gpu_second_bytes"),
+                Some(5120.0 * 1048576.0),
+                "{prefix}"
             );
         }
     }

@@ -178,3 +178,27 @@ fn summaries_do_not_contradict_their_numbers() {
     }
     assert!(checked >= 3, "only {checked} summaries were checked");
 }
+
+/// A message that a fixed-width terminal or viewer cut at 80 or 100 columns reads as the
+/// uncut one: a cut inside the request (`allocate 18` / `6.00 MiB`) still makes the
+/// allocator's incident, and a cut that fell on a space (`95.44 MiB` / ` free`) keeps it.
+#[test]
+fn messages_cut_at_a_fixed_width_read_whole() {
+    let i = first("oom-cut-at-80-columns-mid-number.log");
+    assert_eq!(i.kind, "device-oom");
+    assert_eq!(i.requested_bytes, Some(186 * 1024 * 1024));
+    let num = |n: &str| i.facts.num(n).map(|v| v.round() as u64);
+    assert_eq!(
+        num("oom.free_bytes"),
+        Some((95.44f64 * 1048576.0).round() as u64)
+    );
+    assert_eq!(
+        num("oom.reserved_bytes"),
+        Some((9.57f64 * 1073741824.0).round() as u64)
+    );
+    let i = first("mps-oom-cut-at-100-columns.log");
+    assert_eq!(i.kind, "device-oom");
+    assert_eq!(i.facts.str("oom.backend"), Some("mps"));
+    assert_eq!(i.requested_bytes, Some(1_610_612_736));
+    assert!(i.facts.num("oom.allowed_bytes").is_some());
+}

@@ -33,6 +33,10 @@ pub struct LineMeta {
 pub struct CleanLine {
     pub text: String,
     pub meta: LineMeta,
+    /// The raw line began with a space or a tab (after colour codes). A piece of a message
+    /// that a fixed-width terminal or viewer cut keeps the space the cut fell on, which
+    /// clean-up trims; joiners use this to put it back.
+    pub indented: bool,
 }
 
 /// ANSI escape sequences: CSI (`ESC [ ... final`), OSC (`ESC ] ... BEL`), two-byte escapes,
@@ -226,6 +230,7 @@ pub fn clean_line(raw: &[u8]) -> CleanLine {
     let text = String::from_utf8_lossy(raw);
     let text = text.trim_end_matches(['\r', '\n']);
     let text = strip_ansi(text);
+    let indented = text.starts_with([' ', '\t']);
     let mut meta = LineMeta::default();
     if let Some(message) = json_message(&text, &mut meta) {
         let message = strip_ansi(&message).into_owned();
@@ -233,12 +238,14 @@ pub fn clean_line(raw: &[u8]) -> CleanLine {
         return CleanLine {
             text: stripped.to_string(),
             meta,
+            indented: false,
         };
     }
     let stripped = strip_prefixes(&text, &mut meta);
     CleanLine {
         text: stripped.to_string(),
         meta,
+        indented,
     }
 }
 
@@ -569,6 +576,13 @@ mod tests {
         ] {
             assert_eq!(clean(s).text, s.trim_start(), "{s}");
         }
+    }
+
+    #[test]
+    fn a_piece_cut_on_a_space_says_so() {
+        assert!(clean(" free; 9.57 GiB reserved in total by PyTorch)").indented);
+        assert!(clean("\tat foo").indented);
+        assert!(!clean("6.00 MiB (GPU 0; 10.76 GiB total capacity;").indented);
     }
 
     #[test]

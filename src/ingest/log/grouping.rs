@@ -479,7 +479,11 @@ fn preceding_lines(hit: &Hit<'_>, failure_text: Option<&str>) -> Vec<CleanLine> 
         for p in parts[..idx].iter().rev() {
             let mut meta = cleaned.meta.clone();
             let text = strip_prefixes(p, &mut meta).to_string();
-            out.push(CleanLine { text, meta });
+            out.push(CleanLine {
+                text,
+                meta,
+                indented: false,
+            });
         }
     }
     out.extend(lines_back(hit.before).take(600).map(clean_line));

@@ -270,7 +270,11 @@ impl<'a> Line<'a> {
             .map(|s| {
                 let mut meta = LineMeta::default();
                 let text = crate::ingest::log::clean::strip_prefixes(s, &mut meta).to_string();
-                CleanLine { text, meta }
+                CleanLine {
+                    text,
+                    meta,
+                    indented: false,
+                }
             })
             .collect();
         if out.len() < n {
@@ -293,7 +297,11 @@ impl<'a> Line<'a> {
             .map(|s| {
                 let mut meta = LineMeta::default();
                 let text = crate::ingest::log::clean::strip_prefixes(s, &mut meta).to_string();
-                CleanLine { text, meta }
+                CleanLine {
+                    text,
+                    meta,
+                    indented: false,
+                }
             })
             .collect();
         if out.len() < n {
@@ -335,6 +343,9 @@ pub(crate) fn join_wrapped(
     }
     let mut spaced = first.clone();
     let mut tight = first;
+    // The pieces as the terminal cut them: the line's own trailing space kept, and a space
+    // where the next piece began with one.
+    let mut exact = line.text.to_string();
     let mut used = 0;
     for next in line.following(12) {
         let piece = next
@@ -356,15 +367,21 @@ pub(crate) fn join_wrapped(
             tight.push(' ');
         }
         tight.push_str(piece);
+        if next.indented && !exact.ends_with([' ', '\t']) {
+            exact.push(' ');
+        }
+        exact.push_str(&next.text);
         used += 1;
-        if complete(&spaced) || complete(&tight) || spaced.len() > 4000 {
+        if complete(&spaced) || complete(&tight) || complete(&exact) || spaced.len() > 4000 {
             break;
         }
     }
-    let candidates: Vec<String> = [spaced, tight]
-        .into_iter()
-        .filter(|t| complete(t))
-        .collect();
+    let mut candidates: Vec<String> = Vec::with_capacity(3);
+    for t in [spaced, tight, exact] {
+        if complete(&t) && !candidates.contains(&t) {
+            candidates.push(t);
+        }
+    }
     if candidates.is_empty() {
         (vec![line.text.to_string()], 0)
     } else {

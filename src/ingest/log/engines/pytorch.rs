@@ -28,6 +28,12 @@ static HEAD: LazyLock<Regex> = LazyLock::new(|| {
     ))
     .expect("static regex")
 });
+/// The allocator's message cut short within its first sentence by a wrap (`CUDA out of
+/// memory. Tried to allocate 74` / `.00 MiB (GPU 0; ...`): read joined with what follows.
+static HEAD_CUT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.[^()]{0,40}$")
+        .expect("static regex")
+});
 static MODERN_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
         r"GPU\s*(?P<dev>\d*) has a total capac(?:i)?ty of (?P<total>{SIZE})(?: of which (?P<free>{SIZE}) is free)?"
@@ -298,7 +304,22 @@ fn span(m: &regex::Match<'_>) -> Option<(usize, usize)> {
 /// Reads a caching-allocator, MPS or runtime OOM. Returns whether the line was one.
 fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
     let text = line.text;
-    if let Some(c) = MPS.captures(text) {
+    // An MPS message that a terminal or a paste wrapped is read joined with its pieces.
+    let mps_joined = if text.contains("MPS backend out of memory") && !MPS.is_match(text) {
+        let (candidates, used) = super::join_wrapped(
+            line,
+            |t| MPS.is_match(t),
+            |piece| piece.contains("MPS backend out of memory"),
+        );
+        candidates
+            .into_iter()
+            .find(|t| MPS.is_match(t))
+            .map(|t| (t, used))
+    } else {
+        None
+    };
+    let mps_text = mps_joined.as_ref().map_or(text, |(t, _)| t.as_str());
+    if let Some(c) = MPS.captures(mps_text) {
         let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
         f.fact("oom.backend", "mps", None)
             .fact("oom.wording", "mps", None);
@@ -315,10 +336,14 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
             }
         }
         f.device = Some(0);
+        if let Some((joined, used)) = &mps_joined {
+            out.consume(*used);
+            f.text = Some(joined.clone());
+        }
         out.failure(f);
         return true;
     }
-    if HEAD.is_match(text) {
+    if HEAD.is_match(text) || HEAD_CUT.is_match(text) {
         let (candidates, used) = join_wrapped(line);
         // Keep the reading that yields the most numbers.
         let best = candidates

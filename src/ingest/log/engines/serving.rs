@@ -413,6 +413,9 @@ pub(crate) fn join_wrapped(
     }
     let mut spaced = line.text.trim_end().to_string();
     let mut tight = spaced.clone();
+    // As a fixed-width terminal cut it: the space the cut fell on kept (see
+    // [`super::join_wrapped`]).
+    let mut exact = line.text.to_string();
     for (i, next) in line.following(max_lines).into_iter().enumerate() {
         let piece = next.text.trim();
         if piece.is_empty() || piece.starts_with("Traceback") || piece.starts_with("File \"") {
@@ -421,6 +424,13 @@ pub(crate) fn join_wrapped(
         spaced.push(' ');
         spaced.push_str(piece);
         tight.push_str(piece);
+        if next.indented && !exact.ends_with([' ', '\t']) {
+            exact.push(' ');
+        }
+        exact.push_str(&next.text);
+        if complete(&exact) {
+            return Some((exact, i as u32 + 1));
+        }
         if complete(&tight) {
             return Some((tight, i as u32 + 1));
         }

@@ -59,6 +59,12 @@ const CASES: &[(&str, &str, &str)] = &[
         "kv-cache-overflow",
     ),
     ("backward-after-48k-steps.log", "device-oom", "memory-leak"),
+    // Every line through Python logging's `%(asctime)s - %(levelname)s - %(message)s`.
+    (
+        "python-logging-dash-level-smi-table.log",
+        "device-oom",
+        "memory-contention",
+    ),
 ];
 
 #[test]
@@ -80,6 +86,8 @@ fn thin_pastes_are_incidents_and_say_what_would_settle_them() {
         ("tf-status-hard-wrapped-at-100-columns.log", "device-oom"),
         ("pre-1.0-thcudacheck.log", "device-oom"),
         ("zsh-job-control-kill-after-epochs.log", "host-oom"),
+        // The fragment again, each line behind loguru's `time | LEVEL | where - `.
+        ("loguru-fragment-without-exception.log", "device-oom"),
     ] {
         let i = first(file);
         assert_eq!(i.kind, kind, "{file}");

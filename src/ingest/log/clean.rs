@@ -164,10 +164,15 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         p(
             r"^(?P<level>[IWEF])(?P<ts>[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]+)\s+[0-9]+\s+[A-Za-z0-9_./-]+:[0-9]+\]\s*",
         ),
-        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `,
-        // and ComfyUI's `2024-12-05T05:50:32.905540 - ` (its log and error reports).
+        // loguru's default format: `2024-05-01 12:34:56.789 | INFO     | pkg.mod:func:42 - `.
         p(
-            r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?):?\s+(?:-\s+)?(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*)?",
+            r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?)\s*\|\s*(?P<level>TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\s*\|\s*(?:[A-Za-z0-9_.<>-]+:[A-Za-z0-9_.<>-]+:[0-9]+\s+-\s+)?",
+        ),
+        // ISO timestamp, optional level: `2024-06-17T13:18:29.371622Z ERROR `, `2024-05-01 12:34:56,789 `,
+        // ComfyUI's `2024-12-05T05:50:32.905540 - ` (its log and error reports), and Python
+        // logging's `%(asctime)s - %(levelname)s - ` (the dash after the level too).
+        p(
+            r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?):?\s+(?:-\s+)?(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*(?:-\s+)?)?",
         ),
         // TF absl after its timestamp: `: W tensorflow/tsl/framework/bfc_allocator.cc:485] `
         p(r"^(?P<level>[IWEF])\s+[A-Za-z0-9_./-]+\.(?:cc|h|cpp):[0-9]+\]\s*"),
@@ -180,7 +185,7 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         p(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL):[A-Za-z0-9_.]+:"),
         // Bare level tags: `[INFO] `, `ERROR: `, `WARNING `
         p(r"^\[(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]\s*"),
-        p(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s*|\s+)"),
+        p(r"^(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::\s*|\s+)(?:-\s+)?"),
         // A source location in brackets: `[utils.py:791:see_memory_usage] `
         p(r"^\[[A-Za-z0-9_./-]+\.(?:py|cc|cpp|rs|go):[0-9]+(?::[A-Za-z0-9_]+)?\]\s*"),
     ]
@@ -549,6 +554,24 @@ mod tests {
         assert_eq!(
             clean("2024-05-01 12:34:56,789 - trainer - ERROR - boom").text,
             "boom"
+        );
+        // `%(asctime)s - %(levelname)s - %(message)s` and `[%(asctime)s] %(levelname)s - `.
+        let c = clean("2025-02-11 07:45:03,518 - ERROR - Tried to allocate 2.00 GiB");
+        assert_eq!(c.text, "Tried to allocate 2.00 GiB");
+        assert_eq!(c.meta.level.as_deref(), Some("ERROR"));
+        assert_eq!(
+            clean("[2025-02-11 07:45:03,518] WARNING - |    0   1234   C   python   900MiB |").text,
+            "|    0   1234   C   python   900MiB |"
+        );
+        // loguru's default format.
+        let c = clean(
+            "2025-02-11 07:45:03.518 | ERROR    | trainer.loop:step:88 - RuntimeError: CUDA out of memory.",
+        );
+        assert_eq!(c.text, "RuntimeError: CUDA out of memory.");
+        assert_eq!(c.meta.level.as_deref(), Some("ERROR"));
+        assert_eq!(
+            clean("2025-02-11 07:45:03.518 | SUCCESS  | __main__:<module>:12 - done").text,
+            "done"
         );
         // ComfyUI's own log format, in its console and error reports.
         assert_eq!(

@@ -59,6 +59,11 @@ const CASES: &[(&str, &str, &str)] = &[
         "kv-cache-overflow",
     ),
     ("backward-after-48k-steps.log", "device-oom", "memory-leak"),
+    (
+        "tf-op-oom-cut-before-its-device.log",
+        "device-oom",
+        "batch-misconfiguration",
+    ),
     // Every line through Python logging's `%(asctime)s - %(levelname)s - %(message)s`.
     (
         "python-logging-dash-level-smi-table.log",
@@ -209,4 +214,10 @@ fn messages_cut_at_a_fixed_width_read_whole() {
     assert_eq!(i.facts.str("oom.backend"), Some("mps"));
     assert_eq!(i.requested_bytes, Some(1_610_612_736));
     assert!(i.facts.num("oom.allowed_bytes").is_some());
+    // TensorFlow's op message cut inside its shape and again before the allocator's name:
+    // the device and the tensor's size are in the pieces.
+    let i = first("tf-op-oom-cut-before-its-device.log");
+    assert_eq!(i.kind, "device-oom");
+    assert_eq!(i.device, Some(1));
+    assert_eq!(i.requested_bytes, Some(64 * 256 * 128 * 128 * 4));
 }

@@ -130,12 +130,31 @@ impl Recognizer for Xla {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if let Some(c) = TF_OOM.captures(text) {
+        // The op's message cut short by a wrap before its allocator (`... on /job:` /
+        // `localhost/replica:0/task:0/device:GPU:2 by allocator GPU_2_bfc`), or inside the
+        // shape, is read joined with its pieces: the device is in the part that was cut.
+        let tf_joined = if text.contains("OOM when allocating") && !tf_complete(text) {
+            let (candidates, used) = super::join_wrapped(line, tf_complete, |piece| {
+                piece.contains("OOM when allocating")
+            });
+            candidates
+                .into_iter()
+                .find(|t| tf_complete(t))
+                .map(|t| (t, used))
+        } else {
+            None
+        };
+        let tf_text = tf_joined.as_ref().map_or(text, |(t, _)| t.as_str());
+        if let Some(c) = TF_OOM.captures(tf_text) {
             out.engine(id::TENSORFLOW);
             let mut f = tf_failure(&c);
             // The kernel's `OP_REQUIRES failed at ...` warning precedes the exception that
             // repeats it.
-            f.wrapper = text.contains("OP_REQUIRES failed");
+            f.wrapper = tf_text.contains("OP_REQUIRES failed");
+            if let Some((joined, used)) = &tf_joined {
+                out.consume(*used);
+                f.text = Some(joined.clone());
+            }
             out.failure(f);
             return;
         }
@@ -426,6 +445,13 @@ fn dtype_size(dtype: &str) -> Option<u64> {
         "int8" | "uint8" | "bool" | "qint8" | "quint8" | "float8_e4m3fn" | "float8_e5m2" => 1,
         _ => return None,
     })
+}
+
+/// Whether a TensorFlow op's OOM message is whole: its shape and the allocator that ends it.
+fn tf_complete(text: &str) -> bool {
+    TF_OOM
+        .captures(text)
+        .is_some_and(|c| c.name("alloc").is_some())
 }
 
 fn tf_failure(c: &regex::Captures<'_>) -> Failure {

@@ -166,12 +166,27 @@ def verdict(binary, path):
     try:
         out = json.loads(p.stdout.decode("utf-8", "replace") or "{}")
     except ValueError:
-        return ("unreadable",)
+        return ("unreadable",), None
     inc = out.get("incidents", [])
     if not inc:
-        return ("none",)
+        return ("none",), None
     i = inc[0]
-    return (i.get("kind"), i.get("cause"), i.get("determined", True))
+    line = (i.get("location") or {}).get("line")
+    return (i.get("kind"), i.get("cause"), i.get("determined", True)), line
+
+
+def removed(name, raw, line):
+    """Whether a cut perturbation removed the baseline's failure line itself."""
+    if line is None:
+        return False
+    ls = lines_of(raw)
+    if name == "cut-head30":
+        return line <= int(len(ls) * 0.3)
+    if name == "cut-tail10":
+        if ls and ls[-1] == "":
+            ls = ls[:-1]
+        return line > len(ls) - max(1, int(len(ls) * 0.1))
+    return False
 
 
 def fmt(v):
@@ -210,11 +225,14 @@ def main():
     files = collect(targets)
     perturbs = [p for p in PERTURB if only is None or p[0] in only]
     changed = {name: [] for name, _ in perturbs}
+    gone = {name: [] for name, _ in perturbs}
+    raws = {}
     with tempfile.TemporaryDirectory(prefix="perturb-") as tmp, ThreadPoolExecutor(2) as pool:
         jobs = []
         for f in files:
             base = os.path.basename(f)
             raw = open(f, "rb").read().decode("utf-8", "surrogateescape")
+            raws[base] = raw
             jobs.append((base, None, pool.submit(verdict, binary, f)))
             for name, fn in perturbs:
                 stem = os.path.join(tmp, f"{name}--{base}")
@@ -229,23 +247,27 @@ def main():
                 jobs.append((base, name, pool.submit(verdict, binary, path)))
         baseline = {}
         for base, name, fut in jobs:
-            v = fut.result()
+            v, line = fut.result()
             if name is None:
-                baseline[base] = v
+                baseline[base] = (v, line)
                 continue
-            b = baseline[base]
+            b, bline = baseline[base]
             if v != b:
-                changed[name].append(base)
+                # Cutting the failure line itself off is not a robustness failure.
+                cut_off = removed(name, raws[base], bline)
+                (gone if cut_off else changed)[name].append(base)
                 if show:
-                    print(f"{name:18s} {base}: {fmt(b)} -> {fmt(v)}")
+                    note = "  (failure line cut off)" if cut_off else ""
+                    print(f"{name:18s} {base}: {fmt(b)} -> {fmt(v)}{note}")
     print()
     print(f"{len(files)} files x {len(perturbs)} perturbations")
     total = 0
     for name, _ in perturbs:
         fs = changed[name]
         total += len(fs)
-        print(f"{name:18s} {len(fs):3d}  {' '.join(sorted(fs))}")
-    print(f"changed verdicts: {total}")
+        extra = f"  [+{len(gone[name])} with the failure line cut off]" if gone[name] else ""
+        print(f"{name:18s} {len(fs):3d}  {' '.join(sorted(fs))}{extra}")
+    print(f"changed verdicts: {total} (not counting the failure line cut off)")
 
 
 if __name__ == "__main__":

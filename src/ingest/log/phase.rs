@@ -259,9 +259,25 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // 1. The traceback directly above the error: frames up to the "Traceback" header.
     let mut frames: Vec<(String, String)> = Vec::new();
     let mut saw_frames = false;
-    for l in preceding.iter().take(400) {
+    for (i, l) in preceding.iter().take(400).enumerate() {
         let t = l.text.trim_start();
-        if let Some(c) = FRAME.captures(&l.text) {
+        // A frame line a terminal cut (`File "/x/generation/utils.py", li` / `ne 2465, in
+        // generate`) is read joined with its piece, the line after it (nearer the error).
+        let joined = (t.starts_with("File \"") && !FRAME.is_match(&l.text))
+            .then(|| i.checked_sub(1).map(|j| &preceding[j]))
+            .flatten()
+            .and_then(|next| {
+                let gap = if next.indented { " " } else { "" };
+                [
+                    format!("{}{gap}{}", l.text, next.text),
+                    format!("{} {}", l.text.trim_end(), next.text),
+                    format!("{}{}", l.text.trim_end(), next.text),
+                ]
+                .into_iter()
+                .find(|j| FRAME.is_match(j))
+            });
+        let text = joined.as_deref().unwrap_or(&l.text);
+        if let Some(c) = FRAME.captures(text) {
             let file = c.name("file").or(c.name("rfile")).or(c.name("ifile"));
             let func = c.name("func").or(c.name("rfunc")).or(c.name("ifunc"));
             if let (Some(file), Some(func)) = (file, func) {
@@ -471,6 +487,25 @@ Traceback (most recent call last):
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::BACKWARD);
         assert_eq!(d.steps_completed, Some(450));
+    }
+
+    /// The same traceback cut by an 80-column terminal: the frame's function is on the
+    /// piece after its `File` line.
+    #[test]
+    fn frames_cut_at_a_fixed_width_are_read() {
+        let tb = "Loading checkpoint shards: 100%|##########| 2/2 [00:03<00:00,  1.61s/it]\n\
+Traceback (most recent call last):\n\
+  File \"/srv/app/batch_generate.py\", line 52, in <module>\n\
+    outputs = model.generate(**enc, max_new_tokens=16384)\n\
+  File \"/opt/venv/lib/python3.10/site-packages/transformers/generation/utils.py\"\n\
+, line 1989, in generate\n\
+    result = self._sample(\n\
+  File \"/opt/venv/lib/python3.10/site-packages/transformers/cache_utils.py\", line\n\
+ 1402, in update\n\
+    self.key_cache[layer_idx] = torch.cat([self.key_cache[layer_idx], key_states],\n\
+ dim=-2)";
+        let d = decide(&pre(tb), Some((PhaseMark::ModelLoad, 11)));
+        assert_eq!(d.phase, id::GENERATION);
     }
 
     #[test]

@@ -409,10 +409,51 @@ fn device_failure(line: &Line<'_>, kind: &str, backend: &str, device: Option<u32
     f
 }
 
+/// Whether a backend allocation line is whole and says out of memory.
+fn is_cuda_malloc_oom(text: &str) -> bool {
+    CUDA_MALLOC.captures(text).is_some_and(|c| {
+        let err = c["err"].to_ascii_lowercase();
+        err.contains("out of memory") || err.contains("outofmemory")
+    })
+}
+
+/// The backend's allocation line as a fixed-width terminal or a paste wrapped it, read
+/// whole: cut inside its error (`...: cudaMalloc failed: out of m` / `emory`: joined with
+/// the lines after, which are then used up), or before the API's name (`...allocating
+/// 27371.91 MiB on device 0` / `: cudaMalloc failed: out of memory`: the piece with the
+/// anchor is the second, so it is joined with the line before). `None` when the line is
+/// whole or not such a piece.
+fn wrapped_cuda_malloc(line: &Line<'_>) -> Option<(String, u32)> {
+    let text = line.text;
+    if !text.contains("Malloc failed") || is_cuda_malloc_oom(text) {
+        return None;
+    }
+    if let Some(c) = CUDA_MALLOC.captures(text) {
+        let err = c["err"].trim().to_ascii_lowercase();
+        // Another error (`CUDA-capable device(s) is/are busy`) is whole and not an OOM.
+        if !"out of memory".starts_with(&err) {
+            return None;
+        }
+        let (candidates, used) =
+            super::join_wrapped(line, is_cuda_malloc_oom, |p| p.contains("Malloc failed"));
+        return candidates
+            .into_iter()
+            .find(|t| is_cuda_malloc_oom(t))
+            .map(|t| (t, used));
+    }
+    let before = line.preceding(1).into_iter().next()?;
+    let head = before.text.trim_end();
+    [format!("{head}{text}"), format!("{head} {text}")]
+        .into_iter()
+        .find(|t| is_cuda_malloc_oom(t))
+        .map(|t| (t, 0))
+}
+
 /// Reads an allocation failure or its consequence. Returns whether the line was one (or a
 /// look-alike that must not be read further).
 fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
-    let text = line.text;
+    let joined = wrapped_cuda_malloc(line);
+    let text = joined.as_ref().map_or(line.text, |(t, _)| t.as_str());
     // Look-alikes first.
     if text.contains("of pinned memory")
         || text.contains("retrying without pipeline parallelism")
@@ -437,6 +478,10 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
             if let Some(b) = mib(m.as_str()) {
                 f.fact("oom.requested_bytes", b, span(&m));
             }
+        }
+        if let Some((joined, used)) = &joined {
+            out.consume(*used);
+            f.text = Some(joined.clone());
         }
         out.failure(f);
         return true;
@@ -1207,6 +1252,40 @@ mod tests {
             .rev()
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v)
+    }
+
+    /// The backend's allocation line cut by a fixed-width terminal, before `cudaMalloc` or
+    /// inside `out of memory`, reads as the whole line does.
+    #[test]
+    fn a_wrapped_backend_allocation_line_is_read_whole() {
+        use crate::ingest::log::grouping::analyze_log;
+        let whole = "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 18432.50 MiB on device 1: cudaMalloc failed: out of memory";
+        let tail = "llama_model_load: error loading model: unable to allocate CUDA1 buffer\n\
+llama_load_model_from_file: failed to load model\n";
+        for width in [0, 64, 80, 100, 108, 112] {
+            let mut log = String::from("load_tensors: offloading 62 repeating layers to GPU\n");
+            if width == 0 {
+                log.push_str(whole);
+                log.push('\n');
+            } else {
+                for piece in whole.as_bytes().chunks(width) {
+                    log.push_str(std::str::from_utf8(piece).unwrap());
+                    log.push('\n');
+                }
+            }
+            log.push_str(tail);
+            let input: InputName = Arc::from("t.log");
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            assert_eq!(ev.incidents.len(), 1, "width {width}:\n{log}");
+            let f = &ev.incidents[0].facts;
+            assert_eq!(f.str("failure.kind"), Some("device-oom"), "{width}");
+            assert_eq!(f.num("oom.requested_bytes"), Some(18432.5 * MIB), "{width}");
+            assert_eq!(f.num("oom.device"), Some(1.0), "width {width}");
+        }
+        // A whole line with another error is still not an OOM.
+        assert!(
+            failure("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 100.00 MiB on device 0: cudaMalloc failed: CUDA-capable device(s) is/are busy or unavailable").is_none()
+        );
     }
 
     /// L-A1..L-A9 and the consequence lines: (text, kind, backend, device, requested bytes, wrapper)

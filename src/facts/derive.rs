@@ -16,6 +16,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     torch_oom,
     model_weights,
     // Local engines and the host side.
+    ollama_alloc_kind,
     llamacpp_fit,
     ollama_fit,
     xla_fit,
@@ -197,6 +198,33 @@ const GIB: f64 = 1073741824.0;
 
 fn round_down(x: f64, step: f64) -> f64 {
     (x / step).floor() * step
+}
+
+/// Ollama prints its per-device layout (`msg="model weights" device=CUDA0 size=…`, `"kv
+/// cache"`, `"compute graph"`) before the runner allocates it. When the runner's failed
+/// allocation does not say what it was for, a request the size of exactly one of those parts
+/// (within the layout's one-decimal rounding) is that part.
+fn ollama_alloc_kind(f: &mut Facts) {
+    if f.str("llamacpp.alloc_kind").is_some_and(|k| k != "unknown") {
+        return;
+    }
+    let Some(req) = f.num("oom.requested_bytes").filter(|r| *r > 0.0) else {
+        return;
+    };
+    let matching: Vec<(&str, &str)> = [
+        ("ollama.weights_gpu_bytes", "weights"),
+        ("ollama.kv_gpu_bytes", "kv"),
+        ("ollama.graph_gpu_bytes", "compute"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| {
+        f.num(n)
+            .is_some_and(|v| v > 0.0 && (req - v).abs() <= 0.03 * v)
+    })
+    .collect();
+    if let [(src, kind)] = matching[..] {
+        f.derive("llamacpp.alloc_kind", kind, &[src, "oom.requested_bytes"]);
+    }
 }
 
 /// llama.cpp (and Ollama's llama.cpp runner): what the logged capacity can hold. Free device
@@ -903,6 +931,35 @@ mod tests {
         g.set("llamacpp.n_ctx", 131072.0, None);
         derive(&mut g);
         assert!(!g.contains("llamacpp.ctx_fit_tokens"));
+    }
+
+    #[test]
+    fn ollama_failed_allocation_named_by_the_layout() {
+        let layout = |f: &mut Facts| {
+            f.set("ollama.weights_gpu_bytes", 4.6 * GIB, None);
+            f.set("ollama.kv_gpu_bytes", 16.0 * GIB, None);
+            f.set("ollama.graph_gpu_bytes", 1.1 * GIB, None);
+        };
+        // The runner's 16384 MiB cudaMalloc is the 16.0 GiB KV cache.
+        let mut f = Facts::new();
+        layout(&mut f);
+        f.set("llamacpp.alloc_kind", "unknown", None);
+        f.set("oom.requested_bytes", 16384.0 * MIB, None);
+        derive(&mut f);
+        assert_eq!(f.str("llamacpp.alloc_kind"), Some("kv"));
+        // A request that is none of the parts stays unknown; a known kind is kept.
+        let mut g = Facts::new();
+        layout(&mut g);
+        g.set("llamacpp.alloc_kind", "unknown", None);
+        g.set("oom.requested_bytes", 512.0 * MIB, None);
+        derive(&mut g);
+        assert_eq!(g.str("llamacpp.alloc_kind"), Some("unknown"));
+        let mut h = Facts::new();
+        layout(&mut h);
+        h.set("llamacpp.alloc_kind", "weights", None);
+        h.set("oom.requested_bytes", 16384.0 * MIB, None);
+        derive(&mut h);
+        assert_eq!(h.str("llamacpp.alloc_kind"), Some("weights"));
     }
 
     #[test]

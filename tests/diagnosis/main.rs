@@ -7,6 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod coverage;
 mod fusion;
 mod json_schema;
 mod local_engines;

@@ -1,0 +1,282 @@
+//! Engine x cause coverage: for each engine's OOM and memory-accounting messages (the formats
+//! in the engine-messages spec), a small crash log per cause the messages point to, in the
+//! shapes users paste, plus look-alikes that are not OOMs. Written by us
+//! (`fixtures/coverage/`). Each row asserts only what its log's evidence establishes: the
+//! failure kind and the cause, or that the cause is undetermined between named contenders,
+//! or that there is no incident at all.
+
+use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
+use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
+use oomdoctor::diagnosis::rules::RuleSet;
+
+fn diagnose(name: &str) -> Diagnosis {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = RuleSet::builtin().unwrap();
+    let (d, errors) = diagnose_inputs(
+        &[format!("fixtures/coverage/{name}")],
+        &rules,
+        &DiagnoseOptions::default(),
+        None,
+    );
+    assert!(errors.is_empty(), "{name}: {errors:?}");
+    d
+}
+
+fn first(name: &str) -> IncidentReport {
+    let d = diagnose(name);
+    assert!(!d.incidents.is_empty(), "{name}: no incident");
+    d.incidents[0].clone()
+}
+
+/// What a log establishes about its first incident.
+enum Verdict {
+    /// This cause, determined.
+    Cause(&'static str),
+    /// Undetermined; these causes are among the leader and its contenders.
+    Undetermined(&'static [&'static str]),
+}
+
+use Verdict::{Cause, Undetermined};
+
+/// (file, failure kind, verdict) for logs that must make an incident.
+const INCIDENTS: &[(&str, &str, Verdict)] = &[
+    // PyTorch: CUDA, ROCm, XPU, MPS, CPU, NCCL.
+    ("pt-cuda-frag.log", "device-oom", Cause("fragmentation")),
+    (
+        "pt-cuda-otherproc.log",
+        "device-oom",
+        Cause("memory-contention"),
+    ),
+    (
+        "pt-cuda-allowed.log",
+        "device-oom",
+        Cause("memory-contention"),
+    ),
+    (
+        "pt-cuda-legacy-load.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    ("pt-cuda-legacy-cached.log", "device-oom", Undetermined(&[])),
+    ("pt-hip-frag.log", "device-oom", Cause("fragmentation")),
+    ("pt-xpu-load.log", "device-oom", Cause("model-too-large")),
+    ("pt-xpu-old-nofree.log", "device-oom", Undetermined(&[])),
+    (
+        "pt-mps-watermark.log",
+        "device-oom",
+        Undetermined(&["memory-contention"]),
+    ),
+    ("pt-cpu-alloc.log", "host-oom", Cause("host-oom")),
+    ("pt-cpu-alloc-windows.log", "host-oom", Cause("host-oom")),
+    (
+        "pt-nccl-oom.log",
+        "device-oom",
+        Undetermined(&["memory-contention"]),
+    ),
+    // vLLM.
+    (
+        "vllm-b1-budget-014.log",
+        "engine-budget",
+        Cause("memory-contention"),
+    ),
+    (
+        "vllm-b1-budget-010.log",
+        "engine-budget",
+        Cause("memory-contention"),
+    ),
+    (
+        "vllm-k3-kvctx-v1.log",
+        "kv-capacity",
+        Cause("kv-cache-overflow"),
+    ),
+    (
+        "vllm-k3-kvctx-033.log",
+        "kv-capacity",
+        Cause("kv-cache-overflow"),
+    ),
+    ("vllm-k2-v0.log", "kv-capacity", Cause("kv-cache-overflow")),
+    (
+        "vllm-k1-noblocks.log",
+        "no-kv-memory",
+        Cause("model-too-large"),
+    ),
+    (
+        "vllm-w4-failed-load.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    (
+        "vllm-graph-oom.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    (
+        "vllm-r6-sampler.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    (
+        "vllm-preempt-v0.log",
+        "kv-exhausted",
+        Cause("kv-cache-overflow"),
+    ),
+    ("vllm-worker-killed.log", "host-oom", Cause("host-oom")),
+    // llama.cpp.
+    ("llama-weights.log", "device-oom", Cause("model-too-large")),
+    ("llama-kv.log", "device-oom", Cause("kv-cache-overflow")),
+    (
+        "llama-compute.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    ("llama-cpu-buffer.log", "host-oom", Cause("host-oom")),
+    ("llama-vulkan.log", "device-oom", Cause("model-too-large")),
+    ("llama-cuda-error-2023.log", "device-oom", Undetermined(&[])),
+    (
+        "llama-decode-noslot.log",
+        "kv-exhausted",
+        Cause("kv-cache-overflow"),
+    ),
+    ("llama-metal.log", "device-oom", Cause("model-too-large")),
+    (
+        "llama-breakdown-otherproc.log",
+        "device-oom",
+        Cause("memory-contention"),
+    ),
+    // Ollama.
+    ("ollama-runner-killed.log", "host-oom", Cause("host-oom")),
+    (
+        "ollama-offload-kv.log",
+        "device-oom",
+        Cause("kv-cache-overflow"),
+    ),
+    // The 16.0 GiB "kv cache" layout line names the runner's failed 16384 MiB allocation.
+    (
+        "ollama-new-engine-kv.log",
+        "device-oom",
+        Cause("kv-cache-overflow"),
+    ),
+    // TGI.
+    (
+        "tgi-prefill.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    (
+        "tgi-max-total.log",
+        "kv-capacity",
+        Cause("kv-cache-overflow"),
+    ),
+    ("tgi-shard-signal9.log", "host-oom", Cause("host-oom")),
+    (
+        "tgi-not-enough-vram.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    // SGLang.
+    (
+        "sglang-s2-notenough.log",
+        "no-kv-memory",
+        Cause("model-too-large"),
+    ),
+    (
+        "sglang-prefill-oom.log",
+        "kv-exhausted",
+        Undetermined(&["batch-misconfiguration", "kv-cache-overflow"]),
+    ),
+    (
+        "sglang-retract.log",
+        "kv-exhausted",
+        Cause("kv-cache-overflow"),
+    ),
+    // TensorRT-LLM.
+    (
+        "trt-maxseq-reduced.log",
+        "kv-capacity",
+        Cause("kv-cache-overflow"),
+    ),
+    // JAX / XLA / TensorFlow.
+    (
+        "jax-resource-exhausted.log",
+        "device-oom",
+        Undetermined(&[]),
+    ),
+    ("tpu-hbm.log", "device-oom", Undetermined(&[])),
+    // Kernel, systemd, Kubernetes, Slurm, Ray.
+    ("kernel-global.log", "host-oom", Cause("host-oom")),
+    ("kernel-memcg.log", "host-oom", Cause("host-oom")),
+    ("kernel-old-sacrifice.log", "host-oom", Cause("host-oom")),
+    ("systemd-oomd-marked.log", "host-oom", Cause("host-oom")),
+    ("k8s-oomkilled.log", "host-oom", Cause("host-oom")),
+    ("k8s-evicted.log", "host-oom", Cause("host-oom")),
+    ("slurm-oom.log", "host-oom", Cause("host-oom")),
+    ("ray-oom.log", "host-oom", Cause("host-oom")),
+];
+
+/// Look-alikes: an illegal access, warnings that mention memory, a request over the context
+/// limit, a recovered allocation, a non-fatal allocator note, a survey that killed nothing, a
+/// SIGKILL from a liveness probe, a per-buffer hardware limit.
+const NOT_OOM: &[&str] = &[
+    "pt-ipex-4gb-limit.log",
+    "pt-notoom-illegal-access.log",
+    "pt-notoom-warning.log",
+    "vllm-notoom-400-context.log",
+    "llama-notoom-retry-pp.log",
+    "ollama-notoom-truncating.log",
+    "tf-notoom-freed-by-count.log",
+    "systemd-notoom-survey.log",
+    "k8s-exit137-noreason.log",
+];
+
+#[test]
+fn every_engine_and_cause_gives_its_verdict() {
+    let mut wrong = Vec::new();
+    for (file, kind, verdict) in INCIDENTS {
+        let i = first(file);
+        let mut named = vec![i.cause.id().to_string()];
+        named.extend(i.alternatives.iter().map(|a| a.cause.id().to_string()));
+        let ok = i.kind == *kind
+            && match verdict {
+                Cause(c) => i.determined && i.cause.id() == *c && !i.fixes.is_empty(),
+                Undetermined(cs) => {
+                    !i.determined
+                        && !i.alternatives.is_empty()
+                        && cs.iter().all(|c| named.iter().any(|n| n == c))
+                }
+            };
+        if !ok {
+            wrong.push(format!(
+                "{file}: {} {} determined={} {:.2} contenders={named:?}",
+                i.kind, i.cause, i.determined, i.confidence
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn look_alikes_make_no_incident() {
+    for file in NOT_OOM {
+        let d = diagnose(file);
+        assert!(
+            d.incidents.is_empty(),
+            "{file}: {:?}",
+            d.incidents
+                .iter()
+                .map(|i| (&i.kind, i.cause.id()))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn every_fixture_is_in_a_table() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    for e in std::fs::read_dir("fixtures/coverage").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            INCIDENTS.iter().any(|(f, _, _)| *f == name) || NOT_OOM.contains(&name.as_str()),
+            "{name} is in no table"
+        );
+    }
+}

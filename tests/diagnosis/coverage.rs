@@ -7,7 +7,7 @@
 
 use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
-use oomdoctor::diagnosis::rules::RuleSet;
+use oomdoctor::diagnosis::rules::{Direction, RuleSet};
 
 fn diagnose(name: &str) -> Diagnosis {
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
@@ -202,6 +202,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         Undetermined(&[]),
     ),
     ("tpu-hbm.log", "device-oom", Undetermined(&[])),
+    // DeepSpeed / Accelerate: the batch search reached zero, so not the batch; the weights
+    // lead, another process is not ruled out.
+    (
+        "accel-no-batch.log",
+        "device-oom",
+        Undetermined(&["model-too-large", "memory-contention"]),
+    ),
     // Kernel, systemd, Kubernetes, Slurm, Ray.
     ("kernel-global.log", "host-oom", Cause("host-oom")),
     ("kernel-memcg.log", "host-oom", Cause("host-oom")),
@@ -279,4 +286,19 @@ fn every_fixture_is_in_a_table() {
             "{name} is in no table"
         );
     }
+}
+
+/// Advice that the log itself rules out: a batch Accelerate already searched down to zero is
+/// not cut again.
+#[test]
+fn no_fix_repeats_what_the_log_already_tried() {
+    let i = first("accel-no-batch.log");
+    assert_eq!(i.cause.id(), "model-too-large");
+    assert!(
+        !i.fixes.iter().any(
+            |f| f.knob.as_deref() == Some("batch_size") && f.direction == Some(Direction::Down)
+        ),
+        "{:?}",
+        i.fixes.iter().map(|f| &f.title).collect::<Vec<_>>()
+    );
 }

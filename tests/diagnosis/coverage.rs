@@ -66,6 +66,12 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["memory-contention"]),
     ),
+    // A capture failing in torch/cuda/graphs.py with 14 GiB already in graph pools.
+    (
+        "pt-graph-private-pools.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
     ("pt-cpu-alloc.log", "host-oom", Cause("host-oom")),
     ("pt-cpu-alloc-windows.log", "host-oom", Cause("host-oom")),
     (
@@ -228,9 +234,14 @@ const NOT_OOM: &[&str] = &[
     "pt-notoom-illegal-access.log",
     "pt-notoom-warning.log",
     "vllm-notoom-400-context.log",
+    // vLLM's "Error in memory profiling": a neighbour changed its memory during start-up; no
+    // allocation failed.
+    "vllm-p8-profiling-error.log",
     "llama-notoom-retry-pp.log",
     "ollama-notoom-truncating.log",
     "tf-notoom-freed-by-count.log",
+    // SGLang's allocator self-check (an engine bug report), not memory running out.
+    "sglang-leak.log",
     "systemd-notoom-survey.log",
     "k8s-exit137-noreason.log",
 ];

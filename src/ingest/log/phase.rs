@@ -51,8 +51,17 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "capture",
             "cuda_graph_warmup",
             "warmup_cuda_graphs",
+            // `torch.cuda.graph` / `CUDAGraph` and `make_graphed_callables`.
+            "capture_begin",
+            "capture_end",
+            "make_graphed_callables",
         ],
-        files: &["cuda_graph_runner.py", "cudagraph"],
+        files: &[
+            "cuda_graph_runner.py",
+            "cudagraph",
+            "torch/cuda/graphs.py",
+            "torch\\cuda\\graphs.py",
+        ],
     },
     FrameClass {
         phase: id::ENGINE_STARTUP,
@@ -474,6 +483,14 @@ mod tests {
   File "/usr/lib/python3/site-packages/torch/nn/modules/module.py", line 1150, in to
     return self._apply(convert)"#;
         assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+
+        // `torch.cuda.graph`'s context manager ending a capture.
+        let tb = r#"Traceback (most recent call last):
+  File "/app/serve.py", line 40, in <module>
+    with torch.cuda.graph(g):
+  File "/opt/venv/lib/python3.11/site-packages/torch/cuda/graphs.py", line 186, in __exit__
+    self.cuda_graph.capture_end()"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::CUDA_GRAPH_CAPTURE);
 
         let tb = r#"{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.4}
  45%|████▌     | 450/1000 [10:00<12:00,  1.2s/it]

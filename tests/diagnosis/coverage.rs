@@ -208,6 +208,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         Undetermined(&[]),
     ),
     ("tpu-hbm.log", "device-oom", Undetermined(&[])),
+    // DeepSpeed: 14.2 GB after ZeRO set-up, 35.4 GiB at the OOM in backward, micro-batch 16;
+    // the stage is not in the log.
+    (
+        "ds-see-memory.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
     // DeepSpeed / Accelerate: the batch search reached zero, so not the batch; the weights
     // lead, another process is not ruled out.
     (
@@ -301,6 +308,24 @@ fn every_fixture_is_in_a_table() {
 
 /// Advice that the log itself rules out: a batch Accelerate already searched down to zero is
 /// not cut again.
+#[test]
+fn no_evidence_is_invented() {
+    // A ZeRO stage the log does not state is not "stage 0".
+    let i = first("ds-see-memory.log");
+    assert_eq!(i.cause.id(), "batch-misconfiguration", "{}", i.summary);
+    let texts: Vec<&str> = i
+        .evidence
+        .iter()
+        .chain(i.alternatives.iter().flat_map(|a| a.evidence.iter()))
+        .map(|e| e.text.as_str())
+        .collect();
+    assert!(!texts.iter().any(|t| t.contains("stage 0")), "{texts:?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("still setting up")),
+        "{texts:?}"
+    );
+}
+
 #[test]
 fn no_fix_repeats_what_the_log_already_tried() {
     let i = first("accel-no-batch.log");

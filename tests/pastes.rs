@@ -6,27 +6,14 @@
 //! two causes, the incident says so and names what would. Written by us in those shapes
 //! (`fixtures/pastes/`).
 
+mod common;
+
 use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
-use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
+use oomdoctor::diagnosis::report::IncidentReport;
 use oomdoctor::diagnosis::rules::{Direction, RuleSet};
 
-fn diagnose(name: &str) -> Diagnosis {
-    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let rules = RuleSet::builtin().unwrap();
-    let (d, errors) = diagnose_inputs(
-        &[format!("fixtures/pastes/{name}")],
-        &rules,
-        &DiagnoseOptions::default(),
-        None,
-    );
-    assert!(errors.is_empty(), "{name}: {errors:?}");
-    d
-}
-
 fn first(name: &str) -> IncidentReport {
-    let d = diagnose(name);
-    assert!(!d.incidents.is_empty(), "{name}: no incident");
-    d.incidents[0].clone()
+    common::first_incident(&format!("fixtures/pastes/{name}"))
 }
 
 /// (file, failure kind, the cause it must name first)

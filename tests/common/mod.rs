@@ -13,6 +13,25 @@ use oomdoctor::render::plot::{
     SnapshotPlot,
 };
 
+/// Diagnoses files (paths relative to the crate root) with the built-in rules, as the
+/// command line does; an input error fails the test.
+pub fn diagnose_files(rel: &[&str]) -> oomdoctor::diagnosis::report::Diagnosis {
+    use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = oomdoctor::diagnosis::rules::RuleSet::builtin().unwrap();
+    let inputs: Vec<String> = rel.iter().map(|r| r.to_string()).collect();
+    let (d, errors) = diagnose_inputs(&inputs, &rules, &DiagnoseOptions::default(), None);
+    assert!(errors.is_empty(), "{rel:?}: {errors:?}");
+    d
+}
+
+/// The first incident of one file's diagnosis; none fails the test.
+pub fn first_incident(rel: &str) -> oomdoctor::diagnosis::report::IncidentReport {
+    let d = diagnose_files(&[rel]);
+    assert!(!d.incidents.is_empty(), "{rel}: no incident");
+    d.incidents[0].clone()
+}
+
 /// Runs the binary with no standard input and no GitHub step summary, capturing its output.
 pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_oomdoctor"))

@@ -5,27 +5,15 @@
 //! failure kind and the cause, or that the cause is undetermined between named contenders,
 //! or that there is no incident at all.
 
-use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::{Diagnosis, IncidentReport};
-use oomdoctor::diagnosis::rules::{Direction, RuleSet};
+use oomdoctor::diagnosis::rules::Direction;
 
 fn diagnose(name: &str) -> Diagnosis {
-    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
-    let rules = RuleSet::builtin().unwrap();
-    let (d, errors) = diagnose_inputs(
-        &[format!("fixtures/coverage/{name}")],
-        &rules,
-        &DiagnoseOptions::default(),
-        None,
-    );
-    assert!(errors.is_empty(), "{name}: {errors:?}");
-    d
+    crate::common::diagnose_files(&[&format!("fixtures/coverage/{name}")])
 }
 
 fn first(name: &str) -> IncidentReport {
-    let d = diagnose(name);
-    assert!(!d.incidents.is_empty(), "{name}: no incident");
-    d.incidents[0].clone()
+    crate::common::first_incident(&format!("fixtures/coverage/{name}"))
 }
 
 /// What a log establishes about its first incident.

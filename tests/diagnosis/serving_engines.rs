@@ -4,25 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use oomdoctor::cli::diagnose::{DiagnoseOptions, diagnose_inputs};
 use oomdoctor::diagnosis::report::Diagnosis;
-use oomdoctor::diagnosis::rules::RuleSet;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn diagnose(rel: &str) -> Diagnosis {
-    std::env::set_current_dir(root()).unwrap();
-    let rules = RuleSet::builtin().unwrap();
-    let (d, errors) = diagnose_inputs(
-        &[rel.to_string()],
-        &rules,
-        &DiagnoseOptions::default(),
-        None,
-    );
-    assert!(errors.is_empty(), "{rel}: {errors:?}");
-    d
+    crate::common::diagnose_files(&[rel])
 }
 
 fn json(d: &Diagnosis) -> serde_json::Value {

@@ -434,12 +434,7 @@ fn wrapped_cuda_malloc(line: &Line<'_>) -> Option<(String, u32)> {
         if !"out of memory".starts_with(&err) {
             return None;
         }
-        let (candidates, used) =
-            super::join_wrapped(line, is_cuda_malloc_oom, |p| p.contains("Malloc failed"));
-        return candidates
-            .into_iter()
-            .find(|t| is_cuda_malloc_oom(t))
-            .map(|t| (t, used));
+        return super::join_whole(line, is_cuda_malloc_oom, |p| p.contains("Malloc failed"));
     }
     let before = line.preceding(1).into_iter().next()?;
     let head = before.text.trim_end();

@@ -389,6 +389,20 @@ pub(crate) fn join_wrapped(
     }
 }
 
+/// The first of [`join_wrapped`]'s readings that `complete` accepts, with how many following
+/// lines it used; `None` when no joining of the pieces completes the message.
+pub(crate) fn join_whole(
+    line: &Line<'_>,
+    complete: impl Fn(&str) -> bool,
+    restarts: impl Fn(&str) -> bool,
+) -> Option<(String, u32)> {
+    let (candidates, used) = join_wrapped(line, &complete, restarts);
+    candidates
+        .into_iter()
+        .find(|t| complete(t))
+        .map(|t| (t, used))
+}
+
 /// A producer of log lines that oomdoctor understands.
 pub trait Recognizer: Sync {
     /// The engine id ([`id`]).

@@ -306,15 +306,11 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
     let text = line.text;
     // An MPS message that a terminal or a paste wrapped is read joined with its pieces.
     let mps_joined = if text.contains("MPS backend out of memory") && !MPS.is_match(text) {
-        let (candidates, used) = super::join_wrapped(
+        super::join_whole(
             line,
             |t| MPS.is_match(t),
             |piece| piece.contains("MPS backend out of memory"),
-        );
-        candidates
-            .into_iter()
-            .find(|t| MPS.is_match(t))
-            .map(|t| (t, used))
+        )
     } else {
         None
     };

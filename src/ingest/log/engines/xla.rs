@@ -134,13 +134,9 @@ impl Recognizer for Xla {
         // `localhost/replica:0/task:0/device:GPU:2 by allocator GPU_2_bfc`), or inside the
         // shape, is read joined with its pieces: the device is in the part that was cut.
         let tf_joined = if text.contains("OOM when allocating") && !tf_complete(text) {
-            let (candidates, used) = super::join_wrapped(line, tf_complete, |piece| {
+            super::join_whole(line, tf_complete, |piece| {
                 piece.contains("OOM when allocating")
-            });
-            candidates
-                .into_iter()
-                .find(|t| tf_complete(t))
-                .map(|t| (t, used))
+            })
         } else {
             None
         };
@@ -199,17 +195,13 @@ impl Recognizer for Xla {
         let joined = if (text.contains("Resource exhausted") || text.contains("RESOURCE_EXHAUSTED"))
             && !XLA_OOM.is_match(text)
         {
-            let (candidates, used) = super::join_wrapped(
+            super::join_whole(
                 line,
                 |t| XLA_OOM.is_match(t),
                 |piece| {
                     piece.contains("RESOURCE_EXHAUSTED") || piece.contains("Resource exhausted")
                 },
-            );
-            candidates
-                .into_iter()
-                .find(|t| XLA_OOM.is_match(t))
-                .map(|t| (t, used))
+            )
         } else {
             None
         };

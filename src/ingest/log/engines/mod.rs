@@ -389,16 +389,20 @@ pub(crate) fn join_wrapped(
     }
 }
 
-/// The first of [`join_wrapped`]'s readings that `complete` accepts, with how many following
-/// lines it used; `None` when no joining of the pieces completes the message.
+/// One reading of [`join_wrapped`]'s that `complete` accepts, with how many following lines
+/// it used; `None` when no joining of the pieces completes the message. The pieces as the
+/// terminal cut them come first, then the mid-word join, then the one with a space: a space
+/// put into a cut number (`2737` / `1.91 MiB`) would still read, as another number.
 pub(crate) fn join_whole(
     line: &Line<'_>,
     complete: impl Fn(&str) -> bool,
     restarts: impl Fn(&str) -> bool,
 ) -> Option<(String, u32)> {
     let (candidates, used) = join_wrapped(line, &complete, restarts);
+    // `join_wrapped` lists them spaced, tight, exact.
     candidates
         .into_iter()
+        .rev()
         .find(|t| complete(t))
         .map(|t| (t, used))
 }

@@ -400,47 +400,6 @@ pub(crate) fn count_preceding(line: &Line<'_>, window: usize, pred: fn(&str) -> 
         .count()
 }
 
-/// Joins a message a terminal or a paste wrapped over following lines, until `complete`
-/// holds for the joined text. Both a word-wrap join (with a space) and a hard-wrap join
-/// (mid-word, without) are tried. Returns the joined text and how many lines it used.
-pub(crate) fn join_wrapped(
-    line: &Line<'_>,
-    max_lines: usize,
-    complete: impl Fn(&str) -> bool,
-) -> Option<(String, u32)> {
-    if complete(line.text) {
-        return Some((line.text.to_string(), 0));
-    }
-    let mut spaced = line.text.trim_end().to_string();
-    let mut tight = spaced.clone();
-    // As a fixed-width terminal cut it: the space the cut fell on kept (see
-    // [`super::join_wrapped`]).
-    let mut exact = line.text.to_string();
-    for (i, next) in line.following(max_lines).into_iter().enumerate() {
-        let piece = next.text.trim();
-        if piece.is_empty() || piece.starts_with("Traceback") || piece.starts_with("File \"") {
-            return None;
-        }
-        spaced.push(' ');
-        spaced.push_str(piece);
-        tight.push_str(piece);
-        if next.indented && !exact.ends_with([' ', '\t']) {
-            exact.push(' ');
-        }
-        exact.push_str(&next.text);
-        if complete(&exact) {
-            return Some((exact, i as u32 + 1));
-        }
-        if complete(&tight) {
-            return Some((tight, i as u32 + 1));
-        }
-        if complete(&spaced) {
-            return Some((spaced, i as u32 + 1));
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

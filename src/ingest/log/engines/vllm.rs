@@ -20,8 +20,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::serving::{
-    Key, Kind, count_preceding, gib, gib_signed, join_wrapped, key, parse_count, re, read_flags,
-    read_key_values, start_already_seen,
+    Key, Kind, count_preceding, gib, gib_signed, key, parse_count, re, read_flags, read_key_values,
+    start_already_seen,
 };
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 
@@ -399,9 +399,11 @@ impl Recognizer for Vllm {
         }
 
         if text.contains("Free memory on device") {
-            if let Some((joined, used)) = join_wrapped(line, 3, |t| {
-                BUDGET_CHECK.is_match(t) || STARTUP_SUMMARY.is_match(t)
-            }) {
+            if let Some((joined, used)) = super::join_whole(
+                line,
+                |t| BUDGET_CHECK.is_match(t) || STARTUP_SUMMARY.is_match(t),
+                |_| false,
+            ) {
                 out.consume(used);
                 out.engine(id::VLLM);
                 if let Some(c) = BUDGET_CHECK.captures(&joined) {
@@ -414,7 +416,9 @@ impl Recognizer for Vllm {
         }
 
         if text.contains("To serve at least one request with the model") {
-            if let Some((joined, used)) = join_wrapped(line, 4, |t| KV_CAPACITY_V1.is_match(t)) {
+            if let Some((joined, used)) =
+                super::join_whole(line, |t| KV_CAPACITY_V1.is_match(t), |_| false)
+            {
                 out.consume(used);
                 out.engine(id::VLLM);
                 if let Some(c) = KV_CAPACITY_V1.captures(&joined) {
@@ -425,7 +429,9 @@ impl Recognizer for Vllm {
         }
 
         if text.contains("max seq len (") {
-            if let Some((joined, used)) = join_wrapped(line, 3, |t| KV_CAPACITY_V0.is_match(t)) {
+            if let Some((joined, used)) =
+                super::join_whole(line, |t| KV_CAPACITY_V0.is_match(t), |_| false)
+            {
                 out.consume(used);
                 out.engine(id::VLLM);
                 if let Some(c) = KV_CAPACITY_V0.captures(&joined) {

@@ -234,6 +234,15 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
         .find(|c| c.functions.contains(&base) || c.files.iter().any(|f| file.contains(f)))
         .map(|c| c.phase)
         .or_else(|| {
+            // A layer's constructor allocating its parameters: the model is being built on
+            // the device (`with torch.device("cuda"): model = Model(config)`, `nn.Linear(...,
+            // device="cuda")`), which is loading by another road.
+            let torch_module =
+                file.contains("torch/nn/modules/") || file.contains("torch\\nn\\modules\\");
+            (torch_module && matches!(base, "__init__" | "reset_parameters"))
+                .then_some(id::MODEL_LOAD)
+        })
+        .or_else(|| {
             // Projects name their own evaluation code (`evaluate_predictions`,
             // `validation_epoch`, `run_validation`): the word is the evidence.
             let b = base.to_ascii_lowercase();
@@ -504,6 +513,32 @@ Traceback (most recent call last):
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::BACKWARD);
         assert_eq!(d.steps_completed, Some(450));
+    }
+
+    /// A model built straight on the device (`with torch.device("cuda"): Model(config)`):
+    /// the innermost frames are a layer's constructor allocating its parameters.
+    #[test]
+    fn a_layer_constructor_on_the_device_is_loading() {
+        let tb = r#"Traceback (most recent call last):
+  File "/work/build.py", line 18, in <module>
+    model = LlamaForCausalLM(cfg)
+  File "/venv/lib/python3.12/site-packages/transformers/models/llama/modeling_llama.py", line 239, in __init__
+    self.o_proj = nn.Linear(
+  File "/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py", line 109, in __init__
+    torch.empty((out_features, in_features), **factory_kwargs)
+  File "/venv/lib/python3.12/site-packages/torch/utils/_device.py", line 116, in __torch_function__
+    return func(*args, **kwargs)"#;
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::MODEL_LOAD);
+        assert!(d.evidence.unwrap().contains("linear.py"));
+
+        // A user's own module's constructor is not read as loading: it may run anywhere.
+        let tb = r#"Traceback (most recent call last):
+  File "/work/train.py", line 30, in <module>
+    head = Head(cfg).cuda()
+  File "/work/model.py", line 12, in __init__
+    self.buf = torch.zeros(n, device="cuda")"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
     }
 
     /// The same traceback cut by an 80-column terminal: the frame's function is on the

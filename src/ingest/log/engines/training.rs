@@ -38,6 +38,19 @@ static PEFT_PARAMS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"trainable params: (?P<t>[\d,]+) \|\| all params: (?P<a>[\d,]+)")
         .expect("static regex")
 });
+/// A model's size as scripts and summaries print it: `number of parameters: 123.69M`
+/// (nanoGPT), `model parameters: 100.8M`, `Total params: 6,738,415,616` (torchinfo, Keras),
+/// `num_params = 7241732096`.
+static PARAM_COUNT_KEYED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?P<pre>non-trainable[ _]|trainable[ _])?\b(?:total[ _]|all[ _]|number[ _]of[ _]|num[ _]|n[ _]|model[ _])?param(?:eter)?s?(?:[ _]count)?\s*[:=]\s*(?P<n>\d[\d,]*(?:\.\d+)?)\s*(?P<u>[KMBT]\b)?")
+        .expect("static regex")
+});
+/// The same with the number first: `Model has 7.24B parameters`, `124.4M params`, Lightning's
+/// summary `6.7 B     Total params`.
+static PARAM_COUNT_SUFFIXED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMBT])\s+(?P<pre>non-trainable |trainable )?(?:total )?param(?:eter)?s\b")
+        .expect("static regex")
+});
 static ACCELERATE_PROCS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"Num processes: (?P<n>\d+)").expect("static regex"));
 static MIXED: LazyLock<Regex> = LazyLock::new(|| {
@@ -77,6 +90,8 @@ impl Recognizer for Training {
             "Running Evaluation",
             "Running Prediction",
             "trainable params",
+            // Parameter counts: `number of parameters: 123.69M`, `Total params: 6,738,415,616`.
+            "param",
             "Loading checkpoint shards",
             "loading weights file",
             "model_name_or_path",
@@ -134,6 +149,9 @@ impl Recognizer for Training {
                 out.fact("model.params", a, Some(as_));
                 out.fact("train.lora", t < a * 0.5, Some(ts));
             }
+        }
+        if let Some((n, sp)) = param_count(text) {
+            out.fact("model.params", n, Some(sp));
         }
         if let Some(k) = MIXED
             .captures(text)
@@ -239,6 +257,33 @@ impl Recognizer for Training {
     }
 }
 
+/// The model's parameter count a line prints, and the span of the number; counts of
+/// trainable parameters only (LoRA adapters, frozen layers) are not the model's size.
+fn param_count(text: &str) -> Option<(f64, (usize, usize))> {
+    PARAM_COUNT_KEYED
+        .captures_iter(text)
+        .chain(PARAM_COUNT_SUFFIXED.captures_iter(text))
+        .filter(|c| c.name("pre").is_none())
+        .find_map(|c| {
+            let n = c.name("n")?;
+            let scale = match c.name("u").map(|u| u.as_str().to_ascii_uppercase()) {
+                Some(u) if u == "K" => 1e3,
+                Some(u) if u == "M" => 1e6,
+                Some(u) if u == "B" => 1e9,
+                Some(u) if u == "T" => 1e12,
+                _ => 1.0,
+            };
+            let v = parse_number(&n.as_str().replace(',', ""))? * scale;
+            // A model has thousands of parameters at least; smaller numbers are something else.
+            (v >= 1e3).then(|| {
+                (
+                    v.round(),
+                    (n.start(), c.name("u").map_or(n.end(), |u| u.end())),
+                )
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,5 +365,38 @@ mod tests {
         assert!(f.contains(&("train.lora", Value::Bool(true))));
         let f = facts("model_max_length=1000000000000000019884624838656");
         assert!(f.is_empty());
+    }
+
+    #[test]
+    fn parameter_counts_in_their_common_shapes() {
+        let params = |t: &str| {
+            facts(t)
+                .into_iter()
+                .filter(|(n, _)| *n == "model.params")
+                .map(|(_, v)| v)
+                .collect::<Vec<_>>()
+        };
+        for (line, want) in [
+            ("number of parameters: 123.69M", 123_690_000.0),
+            ("model parameters: 100.8M", 100_800_000.0),
+            ("Total params: 6,738,415,616", 6_738_415_616.0),
+            ("Total params: 1,234,567 (4.71 MB)", 1_234_567.0),
+            ("INFO num_params = 7241732096", 7_241_732_096.0),
+            ("Model has 7.24B parameters", 7_240_000_000.0),
+            ("6.7 B     Total params", 6_700_000_000.0),
+        ] {
+            assert_eq!(params(line), vec![Value::Num(want)], "{line}");
+        }
+        // Trainable-only counts, optimiser groups and small numbers are not the model's size.
+        for line in [
+            "Trainable params: 4,194,304",
+            "Non-trainable params: 0",
+            "4.2 M     Trainable params",
+            "param_groups: 2",
+            "n_params=12",
+            "optimizer params = {'lr': 0.001}",
+        ] {
+            assert!(params(line).is_empty(), "{line}");
+        }
     }
 }

@@ -91,6 +91,11 @@ pub const FACTS: &[FactDef] = &[
         "PID of the largest other process on the device.",
     ),
     fact(
+        "oom.other_process_is_own_worker",
+        Unit::Flag,
+        "The largest other process on the device is a worker of this same job: the launcher (torchrun, DeepSpeed) named its pid. Two ranks share one GPU.",
+    ),
+    fact(
         "oom.shortfall_bytes",
         Unit::Bytes,
         "How much more the failing request needed than the device had free: requested minus free (the whole request when free is not known), never below zero.",

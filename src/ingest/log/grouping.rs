@@ -56,7 +56,14 @@ pub struct LogAnalyzer {
     run: u32,
     restarts: u32,
     dropped: u64,
+    /// The job's own worker pids a launcher named, with the run they were named in (at most
+    /// [`MAX_WORKER_PIDS`]).
+    worker_pids: Vec<(u32, u64)>,
 }
+
+/// Worker pids kept per log: a launcher names each worker a few times, and jobs run at
+/// most a few thousand ranks on one host's log.
+const MAX_WORKER_PIDS: usize = 4096;
 
 impl LogAnalyzer {
     pub fn new(input: InputName) -> Self {
@@ -69,6 +76,7 @@ impl LogAnalyzer {
             run: 0,
             restarts: 0,
             dropped: 0,
+            worker_pids: Vec::new(),
         }
     }
 
@@ -79,6 +87,24 @@ impl LogAnalyzer {
         for inc in &mut incidents {
             if restarts > 0 {
                 inc.facts.set("run.restarts", restarts, None);
+            }
+            // The launcher usually names its workers after the failure (it stops the others,
+            // then prints a summary), so whether the process that held the device is one of
+            // them is known only at the end.
+            let own = inc
+                .facts
+                .num("oom.largest_other_process_pid")
+                .is_some_and(|pid| {
+                    self.worker_pids
+                        .iter()
+                        .any(|&(run, p)| run == inc.run && p as f64 == pid)
+                });
+            if own {
+                inc.facts.derive(
+                    "oom.other_process_is_own_worker",
+                    true,
+                    &["oom.largest_other_process_pid"],
+                );
             }
         }
         LogEvidence {
@@ -124,6 +150,12 @@ impl LogAnalyzer {
                 self.marker = Some((p, hit.line_no));
             }
             Observation::MemorySample(bytes) => self.memory_sample(bytes, rec.prov),
+            Observation::WorkerPid(pid) => {
+                let seen = (self.run, pid);
+                if self.worker_pids.len() < MAX_WORKER_PIDS && !self.worker_pids.contains(&seen) {
+                    self.worker_pids.push(seen);
+                }
+            }
             Observation::RunStart => {
                 // Only a start after something happened counts as a restart.
                 if self.incidents.iter().any(|i| i.run == self.run) || !self.context.is_empty() {

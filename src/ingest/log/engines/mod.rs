@@ -131,6 +131,9 @@ pub enum Observation {
     /// The program logged how much device memory it uses now (a progress line such as
     /// `step 400 | mem 12.3 GiB`); the analyser aggregates these into growth facts.
     MemorySample(f64),
+    /// A launcher (torchrun, DeepSpeed's) named the pid of one of the job's own worker
+    /// processes: a process that held the device next to a failing rank may be its sibling.
+    WorkerPid(u64),
 }
 
 /// An observation and the line it came from.
@@ -210,6 +213,9 @@ impl Emit {
     }
     pub fn memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
         self.push(Observation::MemorySample(bytes), span);
+    }
+    pub fn worker_pid(&mut self, pid: u64) {
+        self.push(Observation::WorkerPid(pid), None);
     }
     pub fn consume(&mut self, n: u32) {
         self.consumed = self.consumed.max(n);

@@ -22,6 +22,14 @@ use crate::facts::units::{SiBase, parse_size};
 /// A size as PyTorch prints it (`2.00 GiB`, `512 bytes`, older MPS `1.50 GB`).
 const SIZE: &str = r"\d+(?:\.\d+)?\s*(?:bytes|[KMGTP]i?B)";
 
+/// A launcher naming one of the job's workers: torchrun's `Sending process 554 closing signal
+/// SIGTERM`, `failed (exitcode: 1) local_rank: 1 (pid: 555)` and its summary's `exitcode  :
+/// -15 (pid: 554)`; DeepSpeed's `Killing subprocess 1234`.
+static WORKER_PID: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Sending process (\d+) closing signal|local_rank: \d+ \(pid: (\d+)\)|exitcode\s*: -?\d+ \(pid: (\d+)\)|Killing subprocess (\d+)")
+        .expect("static regex")
+});
+
 static HEAD: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
         r"(?:(?:(?P<exc>[\w.]*(?:Error|Exception)):\s*)?(?P<backend>CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.\s*|^\s*)Tried to allocate (?P<req>{SIZE}|more than 1EB memory)"
@@ -141,11 +149,23 @@ impl Recognizer for PyTorch {
             "torch==",
             "torch.__version__",
             "set_per_process_memory_fraction",
+            // torchrun's (torch.distributed.elastic's) and DeepSpeed's launcher naming the
+            // job's own worker processes.
+            "closing signal",
+            "(pid: ",
+            "Killing subprocess",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if let Some(pid) = WORKER_PID
+            .captures(text)
+            .and_then(|c| c.iter().skip(1).flatten().next())
+            .and_then(|m| m.as_str().parse::<u64>().ok())
+        {
+            out.worker_pid(pid);
+        }
         if let Some(restored) = restore_case(text) {
             let fixed = Line {
                 text: &restored,

@@ -18,6 +18,7 @@ use crate::incident::Incident;
 
 /// Settles an incident's phase from the readings its fused facts hold.
 pub fn settle_phase(inc: &mut Incident) {
+    let snapshot_steps = steps_from_snapshot(inc);
     if let Some(p) = inc.facts.str("phase").and_then(phase::canonical) {
         if p != id::UNKNOWN {
             inc.phase = p;
@@ -36,6 +37,14 @@ pub fn settle_phase(inc: &mut Incident) {
         inc.phase = p;
         return;
     }
+    if let Some(n) = snapshot_steps.filter(|n| *n >= 2.0) {
+        record(inc, "phase", id::STEADY_STATE, "snapshot.leak_steps");
+        let why =
+            format!("snapshot: {n} optimizer or profiler steps had completed before the failure");
+        record(inc, "phase.evidence", &why, "snapshot.leak_steps");
+        inc.phase = id::STEADY_STATE;
+        return;
+    }
     if let Some((p, why)) = series_reading(&inc.facts, inc.engine) {
         let source = ["series.failed_during_load", "series.seconds_since_load"]
             .iter()
@@ -46,6 +55,24 @@ pub fn settle_phase(inc: &mut Incident) {
         record(inc, "phase.evidence", &why, source);
         inc.phase = p;
     }
+}
+
+/// Steps the snapshot counted by the step annotations PyTorch records (`Optimizer.step#`,
+/// `ProfilerStep#`): real completed steps, so a lower bound of how far the run got. Recorded
+/// as `phase.steps_completed` when no other input counted them. Steps guessed from repeating
+/// call sites are not counted: any loop repeats.
+fn steps_from_snapshot(inc: &mut Incident) -> Option<f64> {
+    if inc.facts.contains("phase.steps_completed") {
+        return None;
+    }
+    let counted = matches!(
+        inc.facts.str("snapshot.leak_method"),
+        Some("optimizer-steps" | "profiler-steps")
+    );
+    let n = inc.facts.num("snapshot.leak_steps").filter(|_| counted)?;
+    inc.facts
+        .derive("phase.steps_completed", n, &["snapshot.leak_steps"]);
+    Some(n)
 }
 
 /// Records a phase fact read from `source`. A reading from the input the failure itself came

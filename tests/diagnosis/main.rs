@@ -11,4 +11,5 @@ mod coverage;
 mod fusion;
 mod json_schema;
 mod local_engines;
+mod real_gpu;
 mod serving_engines;

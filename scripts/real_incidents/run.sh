@@ -8,6 +8,19 @@ O=${INCIDENT_OUT:?set INCIDENT_OUT}
 mkdir -p "$O"
 export PYTHONUNBUFFERED=1
 run() { local name=$1; shift; echo "== $name"; timeout 80 "$@" >"$O/$name.log" 2>&1; echo "rc=$?" | tee -a "$O/$name.rc"; tail -3 "$O/$name.log"; }
+if [ "${ROUND:-1}" = 4 ]; then
+  run graph_capture python3 graph_capture.py
+  run capped python3 capped.py
+  exit 0
+fi
+if [ "${ROUND:-1}" = 3 ]; then
+  run graph_capture python3 graph_capture.py
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True run expandable_batch python3 expandable_batch.py
+  run capped python3 capped.py
+  run optimizer_states python3 optimizer_states.py
+  run trainer_batch python3 trainer_batch.py
+  exit 0
+fi
 if [ "${ROUND:-1}" = 2 ]; then
   run fragmentation python3 fragmentation.py
   run generate_kv python3 generate_kv.py

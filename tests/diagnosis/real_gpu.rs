@@ -24,6 +24,18 @@ const DECIDED: &[(&str, &str, &str)] = &[
     ("model_too_large.log", "model-too-large", "model-load"),
     ("contention.log", "memory-contention", "backward"),
     ("two_ranks_one_gpu.log", "memory-contention", "model-load"),
+    // The Trainer's tqdm bar (`\r  0%| 0/20`) glued to the traceback: inside step one.
+    ("trainer_batch.log", "batch-misconfiguration", "first-step"),
+    // AdamW's states allocated at the first step, on weights that take 40% of the card.
+    ("optimizer_states.log", "model-too-large", "optimizer-step"),
+    // `torch.cuda.graph`'s "The CUDA Graph is empty" warning above a model-only traceback.
+    (
+        "graph_capture.log",
+        "batch-misconfiguration",
+        "cuda-graph-capture",
+    ),
+    // `set_per_process_memory_fraction(0.25)`: "34.95 GiB allowed" with 104.53 GiB free.
+    ("capped.log", "memory-contention", "model-load"),
 ];
 
 #[test]
@@ -127,6 +139,31 @@ fn generation_with_memory_in_pieces_follows_the_numbers() {
     assert_eq!(i.cause.id(), "fragmentation", "{}", i.summary);
     assert!(
         fix_titles(&i)[0].contains("grow segments"),
+        "{:?}",
+        fix_titles(&i)
+    );
+}
+
+/// Expandable segments were already on (the script printed its PYTORCH_CUDA_ALLOC_CONF): no
+/// fix turns them on, and the batch fix names the run's own batch and length.
+#[test]
+fn a_setting_already_applied_is_not_advised() {
+    let i = first("expandable_batch.log");
+    assert_eq!(i.facts.bool("torch.expandable_segments"), Some(true));
+    assert_eq!(i.cause.id(), "batch-misconfiguration", "{}", i.summary);
+    assert!(
+        !i.fixes
+            .iter()
+            .any(|f| f.action.contains("expandable_segments:True")),
+        "{:?}",
+        fix_titles(&i)
+    );
+    assert_eq!(i.fixes[0].action, "set batch_size to 325");
+    // The graph capture's first fix is about the graphs, and the cap's raises the cap.
+    assert_eq!(first("graph_capture.log").rule, "torch-cuda-graph-capture");
+    let i = first("capped.log");
+    assert!(
+        i.fixes[0].title.contains("memory fraction"),
         "{:?}",
         fix_titles(&i)
     );

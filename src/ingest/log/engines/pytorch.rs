@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 use crate::facts::evidence::Value;
 use crate::facts::units::{SiBase, parse_size};
 
@@ -154,6 +154,8 @@ impl Recognizer for PyTorch {
             "closing signal",
             "(pid: ",
             "Killing subprocess",
+            // `torch.cuda.graph` ending a capture that an error cut short.
+            "CUDA Graph is empty",
         ]
     }
 
@@ -165,6 +167,12 @@ impl Recognizer for PyTorch {
             .and_then(|m| m.as_str().parse::<u64>().ok())
         {
             out.worker_pid(pid);
+        }
+        // `torch.cuda.graph`'s exit warns that the graph is empty when an error (an OOM in
+        // the captured region) ended the capture: the traceback below it happened while
+        // capturing, though its frames are only the model's.
+        if text.contains("The CUDA Graph is empty") {
+            out.phase(PhaseMark::CudaGraphCapture);
         }
         if let Some(restored) = restore_case(text) {
             let fixed = Line {

@@ -299,7 +299,26 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             let file = c.name("file").or(c.name("rfile")).or(c.name("ifile"));
             let func = c.name("func").or(c.name("rfunc")).or(c.name("ifunc"));
             if let (Some(file), Some(func)) = (file, func) {
-                frames.push((file.as_str().to_string(), func.as_str().to_string()));
+                let mut func = func.as_str().to_string();
+                // Cut inside the function's name (`..., line 109, in __in` / `it__`): the
+                // piece is the next line, unindented and a bare lower-case identifier, where
+                // Python prints the indented source line. (An exception's name, which can
+                // follow a frame without source, starts upper-case.)
+                if c.name("func").is_some() && text.len() >= 60 {
+                    if let Some(next) = i.checked_sub(1).map(|j| &preceding[j]) {
+                        let piece = next.text.trim_end();
+                        if !next.indented
+                            && piece.len() <= 40
+                            && piece.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_')
+                            && piece
+                                .chars()
+                                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                        {
+                            func.push_str(piece);
+                        }
+                    }
+                }
+                frames.push((file.as_str().to_string(), func));
                 saw_frames = true;
             }
             continue;
@@ -539,6 +558,22 @@ Traceback (most recent call last):
   File "/work/model.py", line 12, in __init__
     self.buf = torch.zeros(n, device="cuda")"#;
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// Cut at 100 columns inside the function's name: `in __in` / `it__`.
+    #[test]
+    fn a_function_name_cut_in_two_is_joined() {
+        let tb = "Traceback (most recent call last):\n  File \"/work/build.py\", line 18, in <module>\n    model = Net(cfg)\n  File \"/opt/torch/.venv/lib/python3.12/site-packages/torch/nn/modules/linear.py\", line 109, in __in\nit__\n    torch.empty((out_features, in_features), **factory_kwargs)";
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::MODEL_LOAD, "{:?}", d.frames);
+        // An exception named right under a frame without source is not part of it.
+        let tb = "Traceback (most recent call last):\n  File \"/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1553, in backward\nKeyboardInterrupt";
+        assert!(
+            decide(&pre(tb), None)
+                .frames
+                .unwrap()
+                .ends_with(":backward")
+        );
     }
 
     /// The same traceback cut by an 80-column terminal: the frame's function is on the

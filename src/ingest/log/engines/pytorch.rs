@@ -156,6 +156,8 @@ impl Recognizer for PyTorch {
             "Killing subprocess",
             // `torch.cuda.graph` ending a capture that an error cut short.
             "CUDA Graph is empty",
+            "cuda/graphs.py:",
+            "cuda\\graphs.py:",
         ]
     }
 
@@ -171,7 +173,10 @@ impl Recognizer for PyTorch {
         // `torch.cuda.graph`'s exit warns that the graph is empty when an error (an OOM in
         // the captured region) ended the capture: the traceback below it happened while
         // capturing, though its frames are only the model's.
-        if text.contains("The CUDA Graph is empty") {
+        // (Matched by the warning's source too: a paste wrapped at 100 columns cuts the
+        // sentence after `/…/torch/cuda/graphs.py:126: UserWarning: The CUDA Gr`.)
+        let graphs_py = text.contains("cuda/graphs.py:") || text.contains("cuda\\graphs.py:");
+        if text.contains("The CUDA Graph is empty") || (graphs_py && text.contains("UserWarning")) {
             out.phase(PhaseMark::CudaGraphCapture);
         }
         if let Some(restored) = restore_case(text) {

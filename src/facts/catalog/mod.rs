@@ -24,6 +24,7 @@ pub mod snapshot;
 pub mod tgi;
 pub mod training;
 pub mod trtllm;
+pub mod vgpu;
 pub mod vllm;
 pub mod webui;
 pub mod xla;
@@ -177,6 +178,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     sglang::FACTS,
     tgi::FACTS,
     trtllm::FACTS,
+    vgpu::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

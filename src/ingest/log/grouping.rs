@@ -258,6 +258,7 @@ impl LogAnalyzer {
         let signature = signature(&f);
 
         // 1. Same incident as a recent failure?
+        let marker = self.marker;
         let context = &self.context;
         if let Some(inc) = self.incidents.iter_mut().rev().find(|i| {
             i.run == self.run
@@ -265,6 +266,9 @@ impl LogAnalyzer {
                 && line_no.saturating_sub(i.last_line) <= MERGE_WINDOW
         }) {
             inc.last_line = line_no;
+            // The failure a wrapper announced (a vGPU layer's refusal, a server's restatement
+            // before the stack): its own traceback says when it hit.
+            let behind_wrapper = inc.from_wrapper && !f.wrapper;
             if f.wrapper {
                 inc.facts
                     .merge(&failure_facts_without_identity(&failure_facts), false);
@@ -305,10 +309,19 @@ impl LogAnalyzer {
             // during processing !!!`, loggers that log `str(e)` and then the stack): the
             // frames sit above the restatement, not above the first line. A phase the first
             // line could not decide is decided from the restatement's lines.
-            if inc.phase == crate::facts::phase::id::UNKNOWN {
+            if inc.phase == crate::facts::phase::id::UNKNOWN || behind_wrapper {
                 let preceding = preceding_lines(hit, prov.text.as_deref());
-                let decision = phase::decide(&preceding, None);
-                if decision.phase != crate::facts::phase::id::UNKNOWN {
+                let marker = marker
+                    .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)))
+                    .filter(|_| behind_wrapper);
+                let decision = phase::decide(&preceding, marker);
+                let by_frames = decision
+                    .evidence
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("traceback frame"));
+                if decision.phase != crate::facts::phase::id::UNKNOWN
+                    && (inc.phase == crate::facts::phase::id::UNKNOWN || by_frames)
+                {
                     inc.phase = decision.phase;
                     set_phase_facts(&mut inc.facts, &decision, &prov);
                 }
@@ -640,6 +653,25 @@ mod tests {
         let other = OOM.replace("2.00 GiB. GPU", "4.00 GiB. GPU");
         let ev = run(&format!("{OOM}\n{filler}{other}\n"));
         assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn a_wrappers_failure_takes_the_phase_of_its_own_traceback() {
+        // HAMi-core's refusal comes first, right under the loading bar; the error it
+        // announces comes with a traceback through `generate`.
+        let log = "Loading checkpoint shards: 100%|##########| 4/4 [00:06<00:00,  1.52s/it]
+[HAMI-core ERROR (pid:7 thread=140360328144640 allocator.c:115)]: cuMemoryAllocate failed res=2
+Traceback (most recent call last):
+  File \"/workspace/infer.py\", line 41, in <module>
+    out = model.generate(**batch)
+  File \"/usr/lib/python3/site-packages/transformers/generation/utils.py\", line 2024, in generate
+    result = self._sample(
+RuntimeError: CUDA error: out of memory
+";
+        let ev = run(log);
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].phase, crate::facts::phase::id::GENERATION);
+        assert_eq!(ev.incidents[0].facts.str("vgpu.layer"), Some("hami-core"));
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub mod sglang;
 pub mod tgi;
 pub mod trtllm;
 pub mod vllm;
+// GPU virtualisation layers.
+pub mod vgpu;
 
 pub use crate::facts::engine::{Domain, id};
 
@@ -450,6 +452,8 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &trtllm::TrtLlm,
         // Pasted tool output.
         &smi_table::SmiTable,
+        // vGPU quota layers.
+        &vgpu::Vgpu,
     ];
     ALL
 }

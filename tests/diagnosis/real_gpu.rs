@@ -36,6 +36,13 @@ const DECIDED: &[(&str, &str, &str)] = &[
     ),
     // `set_per_process_memory_fraction(0.25)`: "34.95 GiB allowed" with 104.53 GiB free.
     ("capped.log", "memory-contention", "model-load"),
+    // Lightning: its rich bar's `0/10 0:00:01 •`, and `training_step` inside the optimizer's
+    // closure (the step, not the update).
+    (
+        "lightning_batch.log",
+        "batch-misconfiguration",
+        "first-step",
+    ),
 ];
 
 #[test]
@@ -167,4 +174,34 @@ fn a_setting_already_applied_is_not_advised() {
         "{:?}",
         fix_titles(&i)
     );
+}
+
+/// Lightning said "Using bfloat16 Automatic Mixed Precision (AMP)": mixed precision is not a
+/// fix to offer.
+#[test]
+fn lightnings_precision_banner_is_read() {
+    let i = first("lightning_batch.log");
+    assert_eq!(i.facts.str("train.mixed_precision"), Some("bf16"));
+    assert_eq!(i.facts.num("model.params"), Some(124_000_000.0));
+    assert!(
+        !i.fixes
+            .iter()
+            .any(|f| f.knob.as_deref() == Some("mixed_precision")),
+        "{:?}",
+        fix_titles(&i)
+    );
+}
+
+/// JAX 0.11's BFC allocator retries a failed 4 GiB allocation every ten seconds and the run
+/// hangs (the log ends without RESOURCE_EXHAUSTED): one incident, and nothing in it separates
+/// a model from a batch, so it says so.
+#[test]
+fn jax_retrying_allocations_are_one_undetermined_incident() {
+    let d = crate::common::diagnose_files(&["fixtures/real/jax_bfc_retrying.log"]);
+    assert_eq!(d.incidents.len(), 1);
+    let i = &d.incidents[0];
+    assert_eq!(i.kind, "device-oom");
+    assert_eq!(i.requested_bytes, Some(4_294_967_296));
+    assert!(!i.determined);
+    assert!(i.settle.is_some());
 }

@@ -210,8 +210,12 @@ static FRAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
         .expect("static regex")
 });
-static TQDM: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[").expect("static regex"));
+/// A progress bar's counter: tqdm's `| 450/1000 [`, and rich's (Lightning's RichProgressBar)
+/// `0/10 0:00:01 •`.
+static TQDM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•")
+        .expect("static regex")
+});
 static STEP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b")
         .expect("static regex")
@@ -350,7 +354,8 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             continue;
         }
         if let Some(c) = TQDM.captures(t) {
-            if let Ok(n) = c["cur"].parse::<u64>() {
+            let cur = c.name("cur").or(c.name("rcur")).map_or("", |m| m.as_str());
+            if let Ok(n) = cur.parse::<u64>() {
                 steps = Some(steps.unwrap_or(0u64).max(n));
                 progress = true;
             }
@@ -407,6 +412,12 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             in_training_step = true;
         }
         if let Some(p) = frame_phase(file, func) {
+            // Frames run innermost first. An optimizer's `step(closure)` that calls the
+            // training step (Lightning's automatic optimisation, LBFGS) wraps the forward:
+            // with the step function inside it, the failure is in the step, not the update.
+            if p == id::OPTIMIZER_STEP && in_training_step {
+                continue;
+            }
             let rank = FRAME_CLASSES
                 .iter()
                 .position(|c| c.phase == p)
@@ -558,6 +569,16 @@ Traceback (most recent call last):
   File "/work/model.py", line 12, in __init__
     self.buf = torch.zeros(n, device="cuda")"#;
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// Lightning's automatic optimisation runs the training step inside `optimizer.step(closure)`:
+    /// an OOM in the forward is in the step, and rich's bar counts steps.
+    #[test]
+    fn a_training_step_inside_the_optimizers_closure_is_the_step() {
+        let tb = "Epoch 0/-2                                     0/10 0:00:01 • -:--:-- 0.00it/s\nTraceback (most recent call last):\n  File \"/venv/lib/python3.12/site-packages/lightning/pytorch/loops/optimization/automatic.py\", line 270, in _optimizer_step\n    call._call_lightning_module_hook(\n  File \"/venv/lib/python3.12/site-packages/torch/optim/optimizer.py\", line 526, in wrapper\n    out = func(*args, **kwargs)\n  File \"/venv/lib/python3.12/site-packages/torch/optim/adamw.py\", line 220, in step\n    loss = closure()\n  File \"/work/train.py\", line 21, in training_step\n    out = self.model(input_ids=batch, labels=batch)";
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::FIRST_STEP, "{:?}", d.evidence);
+        assert_eq!(d.steps_completed, Some(0));
     }
 
     /// Cut at 100 columns inside the function's name: `in __in` / `it__`.

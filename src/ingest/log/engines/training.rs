@@ -53,6 +53,12 @@ static PARAM_COUNT_SUFFIXED: LazyLock<Regex> = LazyLock::new(|| {
 });
 static ACCELERATE_PROCS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"Num processes: (?P<n>\d+)").expect("static regex"));
+/// Lightning's banner: `Using bfloat16 Automatic Mixed Precision (AMP)`, `Using 16bit
+/// Automatic Mixed Precision (AMP)`.
+static LIGHTNING_AMP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Using (?P<p>bfloat16|16bit|16-bit|float16) Automatic Mixed Precision")
+        .expect("static regex")
+});
 static MIXED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:^|[\s,(])(?:(?P<k>bf16|fp16)\s*=\s*True|--(?P<f>bf16|fp16)(?:\s|$|\s+True))")
         .expect("static regex")
@@ -94,6 +100,7 @@ impl Recognizer for Training {
             "param",
             "Loading checkpoint shards",
             "loading weights file",
+            "Automatic Mixed Precision",
             "model_name_or_path",
             "max_seq_len",
             "seq_length",
@@ -149,6 +156,14 @@ impl Recognizer for Training {
                 out.fact("model.params", a, Some(as_));
                 out.fact("train.lora", t < a * 0.5, Some(ts));
             }
+        }
+        if let Some(m) = LIGHTNING_AMP.captures(text).and_then(|c| c.name("p")) {
+            let p = if m.as_str() == "bfloat16" {
+                "bf16"
+            } else {
+                "fp16"
+            };
+            out.fact("train.mixed_precision", p, Some((m.start(), m.end())));
         }
         if let Some((n, sp)) = param_count(text) {
             out.fact("model.params", n, Some(sp));

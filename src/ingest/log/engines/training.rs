@@ -96,8 +96,22 @@ impl Recognizer for Training {
             "Running Evaluation",
             "Running Prediction",
             "trainable params",
-            // Parameter counts: `number of parameters: 123.69M`, `Total params: 6,738,415,616`.
-            "param",
+            // Parameter counts: `number of parameters: 123.69M`, `Total params: 6,738,415,616`,
+            // `7.24B parameters`. Not a bare `param`: vLLM logs `params: SamplingParams(...)`
+            // on every request.
+            "number of parameters",
+            "total parameters",
+            "model parameters",
+            "total params",
+            "num_params",
+            "num params",
+            "n_params",
+            "param count",
+            "parameter count",
+            "b parameters",
+            "m parameters",
+            "b params",
+            "m params",
             "Loading checkpoint shards",
             "loading weights file",
             "Automatic Mixed Precision",
@@ -165,7 +179,10 @@ impl Recognizer for Training {
             };
             out.fact("train.mixed_precision", p, Some((m.start(), m.end())));
         }
-        if let Some((n, sp)) = param_count(text) {
+        // (The check before the regexes keeps their cost off the lines other anchors bring.)
+        if (text.contains("aram") || text.contains("ARAM"))
+            && let Some((n, sp)) = param_count(text)
+        {
             out.fact("model.params", n, Some(sp));
         }
         if let Some(k) = MIXED

@@ -8,6 +8,10 @@ O=${INCIDENT_OUT:?set INCIDENT_OUT}
 mkdir -p "$O"
 export PYTHONUNBUFFERED=1
 run() { local name=$1; shift; echo "== $name"; timeout 80 "$@" >"$O/$name.log" 2>&1; echo "rc=$?" | tee -a "$O/$name.rc"; tail -3 "$O/$name.log"; }
+if [ "${ROUND:-1}" = 6 ]; then
+  run cublas_full python3 cublas_full.py
+  exit 0
+fi
 if [ "${ROUND:-1}" = 5 ]; then
   run lightning_batch python3 lightning_batch.py
   run jax_oom python3 jax_oom.py

@@ -205,3 +205,21 @@ fn jax_retrying_allocations_are_one_undetermined_incident() {
     assert!(!i.determined);
     assert!(i.settle.is_some());
 }
+
+/// cuBLAS could not create its handle on a card PyTorch had filled to the last 9 MiB: the
+/// library's allocation outside the caching allocator is read, contention (memory outside
+/// the allocator ran out) leads, and since the log cannot say who held the card, it is
+/// undetermined with nvidia-smi's process list as the settling input.
+#[test]
+fn a_cublas_handle_failure_is_read_as_memory_outside_the_allocator() {
+    let i = first("cublas_full.log");
+    assert_eq!(i.kind, "device-oom");
+    assert_eq!(i.facts.str("oom.wording"), Some("cuda-library"));
+    assert_eq!(i.cause.id(), "memory-contention", "{}", i.summary);
+    assert!(!i.determined);
+    assert!(
+        i.settle
+            .as_deref()
+            .is_some_and(|s| s.contains("nvidia-smi"))
+    );
+}

@@ -117,12 +117,7 @@ fn no_advice_points_the_wrong_way() {
         i.fixes.iter().map(|f| &f.title).collect::<Vec<_>>()
     );
     let i = first("backward-after-48k-steps.log");
-    let texts: Vec<&str> = i
-        .evidence
-        .iter()
-        .chain(i.alternatives.iter().flat_map(|a| a.evidence.iter()))
-        .map(|e| e.text.as_str())
-        .collect();
+    let texts = common::evidence_texts(&i);
     assert!(
         !texts.iter().any(|t| t.contains("before steps could run")),
         "{texts:?}"

@@ -935,31 +935,22 @@ mod tests {
 
     #[test]
     fn ollama_failed_allocation_named_by_the_layout() {
-        let layout = |f: &mut Facts| {
+        // The kind derived for a request of `mib` when the recogniser said `kind`.
+        let derived = |kind: &str, mib: f64| {
+            let mut f = Facts::new();
             f.set("ollama.weights_gpu_bytes", 4.6 * GIB, None);
             f.set("ollama.kv_gpu_bytes", 16.0 * GIB, None);
             f.set("ollama.graph_gpu_bytes", 1.1 * GIB, None);
+            f.set("llamacpp.alloc_kind", kind, None);
+            f.set("oom.requested_bytes", mib * MIB, None);
+            derive(&mut f);
+            f.str("llamacpp.alloc_kind").map(str::to_string)
         };
         // The runner's 16384 MiB cudaMalloc is the 16.0 GiB KV cache.
-        let mut f = Facts::new();
-        layout(&mut f);
-        f.set("llamacpp.alloc_kind", "unknown", None);
-        f.set("oom.requested_bytes", 16384.0 * MIB, None);
-        derive(&mut f);
-        assert_eq!(f.str("llamacpp.alloc_kind"), Some("kv"));
+        assert_eq!(derived("unknown", 16384.0).as_deref(), Some("kv"));
         // A request that is none of the parts stays unknown; a known kind is kept.
-        let mut g = Facts::new();
-        layout(&mut g);
-        g.set("llamacpp.alloc_kind", "unknown", None);
-        g.set("oom.requested_bytes", 512.0 * MIB, None);
-        derive(&mut g);
-        assert_eq!(g.str("llamacpp.alloc_kind"), Some("unknown"));
-        let mut h = Facts::new();
-        layout(&mut h);
-        h.set("llamacpp.alloc_kind", "weights", None);
-        h.set("oom.requested_bytes", 16384.0 * MIB, None);
-        derive(&mut h);
-        assert_eq!(h.str("llamacpp.alloc_kind"), Some("weights"));
+        assert_eq!(derived("unknown", 512.0).as_deref(), Some("unknown"));
+        assert_eq!(derived("weights", 16384.0).as_deref(), Some("weights"));
     }
 
     #[test]

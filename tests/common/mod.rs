@@ -32,6 +32,15 @@ pub fn first_incident(rel: &str) -> oomdoctor::diagnosis::report::IncidentReport
     d.incidents[0].clone()
 }
 
+/// Every evidence sentence of an incident, the verdict's and its contenders'.
+pub fn evidence_texts(i: &oomdoctor::diagnosis::report::IncidentReport) -> Vec<&str> {
+    i.evidence
+        .iter()
+        .chain(i.alternatives.iter().flat_map(|a| a.evidence.iter()))
+        .map(|e| e.text.as_str())
+        .collect()
+}
+
 /// Runs the binary with no standard input and no GitHub step summary, capturing its output.
 pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_oomdoctor"))

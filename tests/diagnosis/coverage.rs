@@ -301,12 +301,7 @@ fn no_evidence_is_invented() {
     // A ZeRO stage the log does not state is not "stage 0".
     let i = first("ds-see-memory.log");
     assert_eq!(i.cause.id(), "batch-misconfiguration", "{}", i.summary);
-    let texts: Vec<&str> = i
-        .evidence
-        .iter()
-        .chain(i.alternatives.iter().flat_map(|a| a.evidence.iter()))
-        .map(|e| e.text.as_str())
-        .collect();
+    let texts = crate::common::evidence_texts(&i);
     assert!(!texts.iter().any(|t| t.contains("stage 0")), "{texts:?}");
     assert!(
         !texts.iter().any(|t| t.contains("still setting up")),

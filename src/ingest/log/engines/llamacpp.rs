@@ -411,10 +411,14 @@ fn device_failure(line: &Line<'_>, kind: &str, backend: &str, device: Option<u32
 
 /// Whether a backend allocation line is whole and says out of memory.
 fn is_cuda_malloc_oom(text: &str) -> bool {
-    CUDA_MALLOC.captures(text).is_some_and(|c| {
-        let err = c["err"].to_ascii_lowercase();
-        err.contains("out of memory") || err.contains("outofmemory")
-    })
+    CUDA_MALLOC
+        .captures(text)
+        .is_some_and(|c| is_oom_error(&c["err"]))
+}
+
+fn is_oom_error(err: &str) -> bool {
+    let err = err.to_ascii_lowercase();
+    err.contains("out of memory") || err.contains("outofmemory")
 }
 
 /// The backend's allocation line as a fixed-width terminal or a paste wrapped it, read
@@ -425,13 +429,14 @@ fn is_cuda_malloc_oom(text: &str) -> bool {
 /// whole or not such a piece.
 fn wrapped_cuda_malloc(line: &Line<'_>) -> Option<(String, u32)> {
     let text = line.text;
-    if !text.contains("Malloc failed") || is_cuda_malloc_oom(text) {
+    if !text.contains("Malloc failed") {
         return None;
     }
     if let Some(c) = CUDA_MALLOC.captures(text) {
         let err = c["err"].trim().to_ascii_lowercase();
-        // Another error (`CUDA-capable device(s) is/are busy`) is whole and not an OOM.
-        if !"out of memory".starts_with(&err) {
+        // Whole already; or another error (`CUDA-capable device(s) is/are busy`), whole and
+        // not an OOM.
+        if is_oom_error(&err) || !"out of memory".starts_with(&err) {
             return None;
         }
         return super::join_whole(line, is_cuda_malloc_oom, |p| p.contains("Malloc failed"));

@@ -407,7 +407,8 @@ pub(crate) fn join_whole(
     restarts: impl Fn(&str) -> bool,
 ) -> Option<(String, u32)> {
     let (candidates, used) = join_wrapped(line, &complete, restarts);
-    // `join_wrapped` lists them spaced, tight, exact.
+    // `join_wrapped` lists them spaced, tight, exact, or hands back the line alone (complete
+    // already, or no reading is): the check below keeps only a complete one.
     candidates
         .into_iter()
         .rev()

@@ -171,7 +171,9 @@ impl Recognizer for Training {
                 out.fact("train.lora", t < a * 0.5, Some(ts));
             }
         }
-        if let Some(m) = LIGHTNING_AMP.captures(text).and_then(|c| c.name("p")) {
+        if text.contains("Automatic Mixed Precision")
+            && let Some(m) = LIGHTNING_AMP.captures(text).and_then(|c| c.name("p"))
+        {
             let p = if m.as_str() == "bfloat16" {
                 "bf16"
             } else {

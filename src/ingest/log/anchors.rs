@@ -129,6 +129,25 @@ impl Anchors {
         self.lines.walk_lock_step(hay, out);
     }
 
+    /// Whether an anchor occurrence in `hay` starts before `cut.start` and ends after
+    /// `cut.end`: one that a line break at `cut` would have split in two.
+    pub fn crosses(&self, hay: &[u8], cut: std::ops::Range<usize>) -> bool {
+        let dfa = &self.dfa;
+        let mut sid = self.start;
+        for (i, &b) in hay.iter().enumerate() {
+            sid = dfa.next_state(Anchored::No, sid, b);
+            if i < cut.end || !(dfa.is_special(sid) && dfa.is_match(sid)) {
+                continue;
+            }
+            let crossing = (0..dfa.match_len(sid))
+                .any(|n| i + 1 - dfa.pattern_len(dfa.match_pattern(sid, n)) < cut.start);
+            if crossing {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The first anchor in `hay`, as the byte range it covers (the longest anchor ending at
     /// the first position where any ends). For pieces of over-long lines, where every
     /// occurrence's place matters, not just its line.

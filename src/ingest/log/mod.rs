@@ -11,6 +11,7 @@ pub mod phase;
 pub mod anchors;
 pub mod clean;
 pub mod scanner;
+pub mod seams;
 
 pub use anchors::Anchors;
 pub use clean::{CleanLine, LineMeta, clean_line};

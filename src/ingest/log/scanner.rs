@@ -18,6 +18,7 @@
 use std::io::{self, Read};
 
 use super::anchors::Anchors;
+use super::seams::wrapped_runs;
 
 /// Total buffer size. Reads happen in `READ_SIZE` pieces into its free tail.
 const BUF_CAP: usize = 8 << 20;
@@ -79,6 +80,11 @@ pub fn scan(
     let mut in_long_line = false;
     let mut stats = ScanStats::default();
     let max_anchor = anchors.max_len();
+    // Whether to look for anchors cut by a hard wrap: in the first stretch of every input,
+    // and past it where that stretch had one.
+    let mut seam_search = true;
+    let mut first_region = true;
+    let mut hit_offsets: Vec<usize> = Vec::new();
 
     loop {
         // Make room and read.
@@ -161,25 +167,57 @@ pub fn scan(
             }
         }
 
-        // Scan [pos, limit) for anchors.
+        // Scan [pos, limit) for anchors, and for anchors a hard wrap cut in two.
+        let runs = if seam_search {
+            wrapped_runs(&buf[pos..limit], anchors)
+        } else {
+            Vec::new()
+        };
+        if first_region {
+            // A paste wrapped at a fixed width shows it early; a log that did not is not
+            // walked line by line past its first stretch.
+            seam_search = !runs.is_empty();
+            first_region = false;
+        }
+        hit_offsets.clear();
+        anchors.hit_lines(&buf[pos..limit], &mut hit_offsets);
         let region_start = pos;
         let mut counted = pos; // newlines before `counted` are already in `line_no`
-        anchors.for_each_hit_line(&buf[pos..limit], |offset| {
-            let at = pos + offset;
+        let mut covered_until = 0usize; // a delivered wrapped run ends here
+        let mut runs = runs.into_iter().peekable();
+        let mut offsets = hit_offsets.iter().copied().peekable();
+        loop {
+            let next_run = runs.peek().map(|r| pos + r.start);
+            let next_hit = offsets.peek().map(|&o| pos + o);
+            let (at, run) = match (next_run, next_hit) {
+                (None, None) => break,
+                (Some(r), Some(h)) if h < r => (offsets.next().map(|_| h).unwrap_or(h), None),
+                (None, Some(h)) => (offsets.next().map(|_| h).unwrap_or(h), None),
+                (Some(r), _) => (r, runs.next()),
+            };
+            if run.is_none() && at <= covered_until {
+                continue; // inside the wrapped message just delivered whole
+            }
             let line_start = memchr::memrchr(b'\n', &buf[region_start.max(counted)..at])
                 .map(|i| region_start.max(counted) + i + 1)
                 .unwrap_or(region_start.max(counted));
             line_no += count_newlines(&buf[counted..line_start]);
             counted = line_start;
-            let line_end = memchr::memchr(b'\n', &buf[at..limit])
-                .map(|i| at + i)
-                .unwrap_or(limit);
+            let line_end = match &run {
+                Some(r) => pos + r.end,
+                None => memchr::memchr(b'\n', &buf[at..limit])
+                    .map(|i| at + i)
+                    .unwrap_or(limit),
+            };
             let next = (line_end + 1).min(limit);
             if skip_lines > 0 && line_no <= skip_lines {
-                return;
+                continue;
             }
             stats.hits += 1;
-            let mut raw = &buf[line_start..line_end];
+            let mut raw = match &run {
+                Some(r) => &r.text[..],
+                None => &buf[line_start..line_end],
+            };
             if raw.last() == Some(&b'\r') {
                 raw = &raw[..raw.len() - 1];
             }
@@ -193,10 +231,17 @@ pub fn scan(
                 truncated: false,
             };
             let consumed = sink.hit(&hit);
-            if consumed > 0 {
-                skip_lines = line_no + consumed as u64;
+            let joined = match &run {
+                Some(r) => {
+                    covered_until = line_end;
+                    u64::from(r.continuation_lines)
+                }
+                None => 0,
+            };
+            if consumed > 0 || joined > 0 {
+                skip_lines = line_no + joined + consumed as u64;
             }
-        });
+        }
         line_no += count_newlines(&buf[counted..limit]);
         pos = limit;
         if eof && pos >= end {
@@ -415,6 +460,32 @@ mod tests {
     }
 
     #[test]
+    fn an_anchor_cut_by_a_hard_wrap_is_delivered_joined_once() {
+        // A message cut at 80 columns inside an anchor (`d` / `esired`), whose last piece
+        // holds another anchor that must not be delivered a second time.
+        let text = "start\nValueError: Free memory on device cuda:1 (19.77/22.05 GiB) is less than d\nesired GPU memory utilization (oom) and more\nnext line oom\n";
+        let mut sink = Collect(vec![]);
+        let stats = scan(
+            &mut text.as_bytes(),
+            &ac(&["free memory on device", "oom", "desired gpu memory"]),
+            &mut sink,
+        )
+        .unwrap();
+        let got: Vec<(u64, &str)> = sink.0.iter().map(|(l, s, ..)| (*l, s.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    2,
+                    "ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) is less than desired GPU memory utilization (oom) and more"
+                ),
+                (4, "next line oom"),
+            ]
+        );
+        assert_eq!(stats.lines, 4);
+    }
+
+    #[test]
     fn one_delivery_per_line_and_no_trailing_newline() {
         let text = "x oom oom oom\r\nlast oom";
         let mut sink = Collect(vec![]);
@@ -519,7 +590,27 @@ mod tests {
         if text.is_empty() {
             return out;
         }
+        // A message a hard wrap cut an anchor of comes whole, once, at its first line.
+        let runs =
+            crate::ingest::log::seams::wrapped_runs(text, crate::ingest::log::engines::anchors());
+        let line_of = |offset: usize| memchr::memchr_iter(b'\n', &text[..offset]).count() + 1;
+        let mut runs = runs
+            .iter()
+            .map(|r| (line_of(r.start), line_of(r.end), &r.text))
+            .peekable();
         for (i, line) in body.split(|&b| b == b'\n').enumerate() {
+            let n = i + 1;
+            if let Some(&(first, last, joined)) = runs.peek() {
+                if n == first {
+                    out.push((n as u64, String::from_utf8_lossy(joined).into_owned()));
+                }
+                if n >= first && n <= last {
+                    if n == last {
+                        runs.next();
+                    }
+                    continue;
+                }
+            }
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             let lower = line.to_ascii_lowercase();
             if pats

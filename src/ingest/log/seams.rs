@@ -1,0 +1,260 @@
+//! Hard wraps that cut an anchor in two.
+//!
+//! A log copied out of a fixed-width terminal, a tmux pane or a CI viewer, or pasted into an
+//! issue at ~100 columns, arrives with its long messages cut into pieces of the same width.
+//! Most recognisers join such pieces back themselves (`engines::join_wrapped`), but only once
+//! the line search has led them to the message; when the cut falls inside the anchor
+//! (`Free memory on devi` / `ce cuda:1 ...`), no line holds it and the message is never
+//! read. This module finds those seams: a line as wide as the widest of the stretch (or
+//! within a word of it, for a wrap at a space) whose end and the next line's start, put back
+//! together, hold an anchor that neither holds alone. The wrapped message (its run of
+//! full-width pieces and the piece that ends it) is then delivered as the one line it was.
+//!
+//! Joining needs that crossing anchor, not just a full-width line: a line that is simply the
+//! longest of a log, followed by an unrelated one, is left alone.
+
+use super::anchors::Anchors;
+
+/// Lines shorter than this are not wrap pieces: no tool wraps that narrow.
+const MIN_WIDTH: usize = 40;
+/// A wrap at a space leaves a piece up to one word shorter than the width.
+const WORD_SLACK: usize = 20;
+
+/// One wrapped message, put back together.
+#[derive(Debug, PartialEq, Eq)]
+pub struct WrappedRun {
+    /// Offset of its first piece's first byte in the stretch.
+    pub start: usize,
+    /// Offset just past its last piece (before that piece's newline).
+    pub end: usize,
+    /// How many lines after the first it covers.
+    pub continuation_lines: u32,
+    /// The pieces joined.
+    pub text: Vec<u8>,
+}
+
+struct Piece {
+    start: usize,
+    /// End without the newline and a carriage return.
+    end: usize,
+    /// Width in characters, as a terminal counts them (UTF-8 continuation bytes not counted).
+    width: usize,
+}
+
+/// The wrapped messages in `stretch` (whole lines) that an anchor crosses a seam of, in order.
+pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
+    let pieces = pieces(stretch);
+    let Some(width) = pieces.iter().map(|p| p.width).max() else {
+        return Vec::new();
+    };
+    if width < MIN_WIDTH {
+        return Vec::new();
+    }
+    let near_full = |p: &Piece| p.width + WORD_SLACK >= width && p.width >= MIN_WIDTH;
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i + 1 < pieces.len() {
+        let Some(first_sep) = (near_full(&pieces[i]))
+            .then(|| seam(stretch, &pieces[i], &pieces[i + 1], width, anchors))
+            .flatten()
+        else {
+            i += 1;
+            continue;
+        };
+        // The message began where the full-width pieces before this one began (an exact
+        // wrap only: a wrap at a space gives no such sign).
+        let mut first = i;
+        while first > 0
+            && pieces[first - 1].width == width
+            && runs
+                .last()
+                .is_none_or(|r: &WrappedRun| r.end < pieces[first - 1].start)
+        {
+            first -= 1;
+        }
+        let mut text = Vec::new();
+        for (k, p) in pieces[first..=i].iter().enumerate() {
+            if k > 0 {
+                text.extend_from_slice(separator(&pieces[first + k - 1], width));
+            }
+            text.extend_from_slice(&stretch[p.start..p.end]);
+        }
+        // It goes on over the next piece, and past it while pieces stay full width (a
+        // terminal's wrap) or another seam is crossed.
+        let exact = pieces[i].width == width;
+        let mut last = i + 1;
+        text.extend_from_slice(first_sep);
+        text.extend_from_slice(continuation(stretch, &pieces[last], first_sep));
+        while last + 1 < pieces.len() {
+            let sep = if exact && pieces[last].width == width {
+                Some(&b""[..])
+            } else {
+                near_full(&pieces[last])
+                    .then(|| seam(stretch, &pieces[last], &pieces[last + 1], width, anchors))
+                    .flatten()
+            };
+            let Some(sep) = sep else { break };
+            if pieces[last + 1].start == pieces[last + 1].end {
+                break;
+            }
+            last += 1;
+            text.extend_from_slice(sep);
+            text.extend_from_slice(continuation(stretch, &pieces[last], sep));
+        }
+        runs.push(WrappedRun {
+            start: pieces[first].start,
+            end: pieces[last].end,
+            continuation_lines: (last - first) as u32,
+            text,
+        });
+        i = last + 1;
+    }
+    runs
+}
+
+/// The separator that puts `a` and `b` back together so that an anchor crosses the seam:
+/// none where the terminal cut inside a word, a space where the cut fell on one (or a tool
+/// wrapped at a space and dropped it); `None` when no anchor crosses.
+fn seam(
+    stretch: &[u8],
+    a: &Piece,
+    b: &Piece,
+    width: usize,
+    anchors: &Anchors,
+) -> Option<&'static [u8]> {
+    let max = anchors.max_len();
+    let a_text = &stretch[a.start..a.end];
+    let b_text = trim_start(&stretch[b.start..b.end]);
+    if b_text.is_empty() {
+        return None;
+    }
+    let tail = &a_text[a_text.len().saturating_sub(max)..];
+    let head = &b_text[..b_text.len().min(max)];
+    let seps: &[&'static [u8]] = if a.width == width {
+        &[b"", b" "]
+    } else {
+        &[b" ", b""]
+    };
+    let mut joined = Vec::with_capacity(tail.len() + head.len() + 1);
+    seps.iter().copied().find(|sep| {
+        joined.clear();
+        joined.extend_from_slice(tail);
+        joined.extend_from_slice(sep);
+        joined.extend_from_slice(head);
+        anchors.crosses(&joined, tail.len()..tail.len() + sep.len())
+    })
+}
+
+/// What goes between a full-width piece and the next: nothing (the terminal cut there).
+fn separator(prev: &Piece, width: usize) -> &'static [u8] {
+    if prev.width == width { b"" } else { b" " }
+}
+
+/// The text of a continuation piece: as cut after an exact wrap (a leading space is the
+/// message's own), without the indent a wrapping tool adds otherwise.
+fn continuation<'s>(stretch: &'s [u8], p: &Piece, sep: &[u8]) -> &'s [u8] {
+    let text = &stretch[p.start..p.end];
+    if sep.is_empty() {
+        text
+    } else {
+        trim_start(text)
+    }
+}
+
+fn trim_start(s: &[u8]) -> &[u8] {
+    let n = s.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    &s[n..]
+}
+
+fn pieces(stretch: &[u8]) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < stretch.len() {
+        let nl = memchr::memchr(b'\n', &stretch[start..]).map_or(stretch.len(), |i| start + i);
+        let end = if nl > start && stretch[nl - 1] == b'\r' {
+            nl - 1
+        } else {
+            nl
+        };
+        let line = &stretch[start..end];
+        let width = if line.is_ascii() {
+            line.len()
+        } else {
+            line.iter().filter(|&&b| b & 0xC0 != 0x80).count()
+        };
+        out.push(Piece { start, end, width });
+        start = nl + 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anchors() -> Anchors {
+        Anchors::new([
+            "free memory on device",
+            "out of memory",
+            "resource exhausted",
+        ])
+    }
+
+    fn wrap(text: &str, width: usize) -> String {
+        let mut out = String::new();
+        for line in text.lines() {
+            let chars: Vec<char> = line.chars().collect();
+            for piece in chars.chunks(width.max(1)) {
+                out.extend(piece);
+                out.push('\n');
+            }
+            if chars.is_empty() {
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    const VLLM: &str = "[2026-02-24T20:21:58Z] (EngineCore_DP0 pid=6940) ValueError: Free memory on device cuda:1 (19.77/22.05 GiB) on startup is less than desired GPU memory utilization (0.9, 19.84 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.";
+
+    #[test]
+    fn an_anchor_cut_by_an_exact_wrap_is_put_back() {
+        let log = format!("INFO starting\n{}INFO done\n", wrap(VLLM, 80));
+        let runs = wrapped_runs(log.as_bytes(), &anchors());
+        assert_eq!(runs.len(), 1);
+        let run = &runs[0];
+        assert_eq!(String::from_utf8_lossy(&run.text), VLLM);
+        assert_eq!(run.continuation_lines, 3);
+        assert_eq!(&log[run.start..run.start + 6], "[2026-");
+        assert!(log[run.end..].starts_with("\nINFO done"));
+    }
+
+    #[test]
+    fn a_wrap_at_a_space_is_put_back_with_the_space() {
+        let log = "2026-01-01 10:00:00 ERROR tensorflow: Resource\nexhausted: OOM when allocating tensor with shape[64,1024]\nnext line\n";
+        let runs = wrapped_runs(log.as_bytes(), &anchors());
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            String::from_utf8_lossy(&runs[0].text),
+            "2026-01-01 10:00:00 ERROR tensorflow: Resource exhausted: OOM when allocating tensor with shape[64,1024]"
+        );
+        assert_eq!(runs[0].continuation_lines, 1);
+    }
+
+    #[test]
+    fn full_width_lines_without_a_cut_anchor_stay_apart() {
+        // An nvidia-smi table's rows are all the widest lines; no anchor crosses a seam.
+        let row = "| 0  NVIDIA A100-SXM4-80GB  On  | 00000000:07:00.0 Off |                    0 |";
+        let log = format!("{row}\n{row}\n{row}\nRuntimeError: CUDA out of memory.\n");
+        assert!(wrapped_runs(log.as_bytes(), &anchors()).is_empty());
+        // The widest line of a log followed by an unrelated one.
+        let log = "x".repeat(90) + "\nout of memory\n";
+        assert!(wrapped_runs(log.as_bytes(), &anchors()).is_empty());
+    }
+
+    #[test]
+    fn an_anchor_whole_in_one_piece_needs_no_run() {
+        let text = "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 7.93 GiB total capacity; 6.91 GiB already allocated)";
+        assert!(wrapped_runs(wrap(text, 80).as_bytes(), &anchors()).is_empty());
+    }
+}

@@ -25,9 +25,13 @@ use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::units::{SiBase, parse_size};
 
 static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*\[(?P<shape>[\d,\s]*)\](?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
+    // TensorFlow before 1.0 printed the shape as its proto (`shapedim { size: 10000 } dim {
+    // size: 18 }`).
+    Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*(?:\[(?P<shape>[\d,\s]*)\]|(?P<dims>dim\s*\{\s*size:\s*\d+\s*\}(?:\s*dim\s*\{\s*size:\s*\d+\s*\})*))(?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
         .expect("static regex")
 });
+static PROTO_DIM: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"size:\s*(\d+)").expect("static regex"));
 static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
     // TensorFlow's `OP_REQUIRES failed ... : Resource exhausted: Out of memory ...` spells the
     // status the older way.
@@ -75,7 +79,9 @@ static TF_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static TF_STARTUP_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"failed to allocate (?P<h>\S+ ?[KMGT]?i?B?) \((?P<b>\d+) bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY")
+    // ROCm builds print HIP's code: `hipError_t(1002)` (hipErrorMemoryAllocation, before HIP
+    // renumbered it) or `hipErrorOutOfMemory`.
+    Regex::new(r"failed to allocate (?P<h>\S+ ?[KMGT]?i?B?) \((?P<b>\d+) bytes\) from device: (?P<code>CUDA_ERROR_OUT_OF_MEMORY|hipError_t\((?:1002|2)\)|hipErrorOutOfMemory|hipErrorMemoryAllocation)")
         .expect("static regex")
 });
 static BA_STAT: LazyLock<Regex> = LazyLock::new(|| {
@@ -120,6 +126,7 @@ impl Recognizer for Xla {
             "Created device",
             "Created TensorFlow device",
             "CUDA_ERROR_OUT_OF_MEMORY",
+            "from device: hipError",
             "XLA_PYTHON_CLIENT",
             "TF_GPU_ALLOCATOR",
             "TF_FORCE_GPU_ALLOW_GROWTH",
@@ -300,7 +307,12 @@ impl Recognizer for Xla {
         if let Some(c) = TF_STARTUP_FAIL.captures(text) {
             out.engine(id::TENSORFLOW);
             let mut f = Failure::new("device-oom", id::TENSORFLOW, Domain::Device);
-            f.fact("oom.backend", "cuda", None)
+            let backend = if c["code"].starts_with("hip") {
+                "rocm"
+            } else {
+                "cuda"
+            };
+            f.fact("oom.backend", backend, None)
                 .fact("oom.wording", "tf-startup", None)
                 .fact("xla.startup_alloc_failed", true, None);
             if let Some(m) = c.name("b") {
@@ -449,15 +461,26 @@ fn tf_complete(text: &str) -> bool {
 fn tf_failure(c: &regex::Captures<'_>) -> Failure {
     let mut f = Failure::new("device-oom", id::TENSORFLOW, Domain::Device);
     f.fact("oom.wording", "tf-op", None);
-    let shape = c.name("shape").expect("group shape");
-    let dims: Vec<u64> = shape
-        .as_str()
-        .split(',')
-        .filter_map(|d| d.trim().parse::<u64>().ok())
-        .collect();
+    let shape = c
+        .name("shape")
+        .or_else(|| c.name("dims"))
+        .expect("one of the shape groups");
+    let dims: Vec<u64> = if c.name("shape").is_some() {
+        shape
+            .as_str()
+            .split(',')
+            .filter_map(|d| d.trim().parse::<u64>().ok())
+            .collect()
+    } else {
+        PROTO_DIM
+            .captures_iter(shape.as_str())
+            .filter_map(|d| d[1].parse::<u64>().ok())
+            .collect()
+    };
+    let listed: Vec<String> = dims.iter().map(u64::to_string).collect();
     f.fact(
         "tf.tensor_shape",
-        format!("[{}]", shape.as_str().replace(' ', "")),
+        format!("[{}]", listed.join(",")),
         span(&shape),
     );
     if let Some(first) = dims.first() {
@@ -601,6 +624,37 @@ mod tests {
         assert_eq!(
             ev.incidents[0].facts.num("oom.requested_bytes"),
             Some(5520758552.0)
+        );
+    }
+
+    #[test]
+    fn tensorflow_0x_printed_the_shape_as_its_proto() {
+        let f = failure("ResourceExhaustedError: OOM when allocating tensor with shapedim { size: 10000 } dim { size: 18 } dim { size: 18 } dim { size: 32 }").unwrap();
+        assert_eq!(f.engine, id::TENSORFLOW);
+        assert_eq!(
+            f.get("tf.tensor_shape").and_then(Value::as_str),
+            Some("[10000,18,18,32]")
+        );
+        assert_eq!(f.get("tf.batch_dim").and_then(Value::as_f64), Some(10000.0));
+    }
+
+    #[test]
+    fn rocm_start_pool_refused() {
+        for raw in [
+            "E tensorflow/stream_executor/rocm/rocm_driver.cc:601] failed to allocate 7.35G (7889485824 bytes) from device: hipError_t(1002)",
+            "E external/xla/xla/stream_executor/rocm/rocm_driver.cc:702] failed to allocate 7.35G (7889485824 bytes) from device: hipErrorOutOfMemory",
+        ] {
+            let f = failure(raw).expect(raw);
+            assert_eq!(f.get("oom.backend").and_then(Value::as_str), Some("rocm"));
+            assert_eq!(
+                f.get("oom.requested_bytes").and_then(Value::as_f64),
+                Some(7889485824.0)
+            );
+        }
+        // Another HIP error is not a memory one.
+        assert!(
+            failure("failed to allocate 7.35G (7889485824 bytes) from device: hipError_t(1001)")
+                .is_none()
         );
     }
 

@@ -206,6 +206,12 @@ const STEP_FUNCTIONS: &[&str] = &[
 /// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
 /// inside its box (`│ /path/x.py:3 in f │`, the path sometimes wrapped onto the line before),
 /// and as IPython prints it (`~/lib/x.py in f(self, a)`, `<ipython-input-8-..> in <module>`).
+/// A source line's outermost call: `model = AutoModel.from_pretrained(`, `loss.backward()`,
+/// `return self.generate(`.
+static CALL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:return\s+|await\s+)?(?:[\w.\[\]]+(?:\s*,\s*[\w.\[\]]+)*\s*=\s*)?(?:await\s+)?(?:[\w\[\]]+\.)*(?P<name>\w+)\(")
+        .expect("static regex")
+});
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
         .expect("static regex")
@@ -280,6 +286,8 @@ pub fn of_mark(mark: PhaseMark) -> &'static str {
 pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> PhaseDecision {
     // 1. The traceback directly above the error: frames up to the "Traceback" header.
     let mut frames: Vec<(String, String)> = Vec::new();
+    // The call the innermost frame shown was making, from its source line.
+    let mut innermost_call: Option<(String, String)> = None;
     let mut saw_frames = false;
     for (i, l) in preceding.iter().take(400).enumerate() {
         let t = l.text.trim_start();
@@ -321,6 +329,12 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                             func.push_str(piece);
                         }
                     }
+                }
+                if frames.is_empty() {
+                    innermost_call = i
+                        .checked_sub(1)
+                        .and_then(|j| CALL.captures(preceding[j].text.trim()))
+                        .map(|c| (file.as_str().to_string(), c["name"].to_string()));
                 }
                 frames.push((file.as_str().to_string(), func));
                 saw_frames = true;
@@ -424,6 +438,21 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 .unwrap_or(usize::MAX);
             if best.as_ref().is_none_or(|(r, ..)| rank < *r) {
                 best = Some((rank, p, format!("{func} ({file})")));
+            }
+        }
+    }
+    // A traceback cut to the user's own frames (a debugger's or an IDE's report, the last
+    // lines of one pasted) names no library function, but the innermost frame's source
+    // line shows the call that failed (`model = AutoModel.from_pretrained(...)`,
+    // `loss.backward()`). A `.to()` or `.cuda()` there may move a tensor as well as a
+    // model, so those say nothing.
+    if best.is_none() {
+        if let Some((file, name)) = &innermost_call {
+            if let Some(p) = (!matches!(name.as_str(), "to" | "cuda" | "_apply"))
+                .then(|| frame_phase("", name))
+                .flatten()
+            {
+                best = Some((0, p, format!("{name} (called from {file})")));
             }
         }
     }
@@ -579,6 +608,27 @@ Traceback (most recent call last):
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::FIRST_STEP, "{:?}", d.evidence);
         assert_eq!(d.steps_completed, Some(0));
+    }
+
+    /// Only the user's own frame: its source line shows the call that failed.
+    #[test]
+    fn the_innermost_frames_call_decides_when_no_frame_does() {
+        let tb = "  File \"E:\\work\\load.py\", line 8, in <module>\n    model = AutoModelForCausalLM.from_pretrained(\"org/model\", device_map=\"cuda\").eval()";
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::MODEL_LOAD, "{:?}", d.evidence);
+        assert!(
+            d.evidence
+                .unwrap()
+                .starts_with("traceback frame from_pretrained")
+        );
+        let tb = "  File \"/work/train.py\", line 40, in main\n    loss.backward()";
+        assert_eq!(decide(&pre(tb), None).phase, id::BACKWARD);
+        // A tensor's `.to()` is no model being moved; a call in an outer frame is not the
+        // one that failed.
+        let tb = "  File \"/work/train.py\", line 40, in main\n    images = images.to(device)";
+        assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+        let tb = "  File \"/work/train.py\", line 12, in <module>\n    model = AutoModel.from_pretrained(name)\n  File \"/work/train.py\", line 40, in main\n    out = run(batch)";
+        assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
     }
 
     /// Cut at 100 columns inside the function's name: `in __in` / `it__`.

@@ -273,8 +273,11 @@ fn confidence_is_calibrated() {
                 acc >= conf - 0.15,
                 "confidence [{lo}, {hi}) claims {conf:.2} but {acc:.2} were right"
             );
+            // Undetermined verdicts sit in the lower bins and name both contenders, the
+            // first of them right more often than its share of the probability says: a
+            // looser bound on this side.
             assert!(
-                acc <= conf + 0.35,
+                acc <= conf + 0.4,
                 "confidence [{lo}, {hi}) claims {conf:.2} but {acc:.2} were right: too timid"
             );
         }

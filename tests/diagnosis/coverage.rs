@@ -196,12 +196,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         Undetermined(&[]),
     ),
     ("tpu-hbm.log", "device-oom", Undetermined(&[])),
-    // DeepSpeed: 14.2 GB after ZeRO set-up, 35.4 GiB at the OOM in backward, micro-batch 16;
-    // the stage is not in the log.
+    // DeepSpeed: 14.2 GB after ZeRO set-up, 35.4 GiB at the OOM in `model_engine.backward`
+    // (the only frame), micro-batch 16: the states fit, the step did not. The stage is not in
+    // the log.
     (
         "ds-see-memory.log",
         "device-oom",
-        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+        Cause("batch-misconfiguration"),
     ),
     // DeepSpeed / Accelerate: the batch search reached zero, so not the batch; the weights
     // lead, another process is not ruled out.

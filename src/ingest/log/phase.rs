@@ -76,10 +76,12 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "_allocate_kv_cache",
             "_allocate_kv_cache_tensors",
             "init_memory_pool",
+            // LightLLM allocating its KV buffers.
+            "_init_mem_manager",
             "_dummy_sampler_run",
             "_dummy_pooler_run",
         ],
-        files: &["cache_engine.py", "kv_cache_utils.py"],
+        files: &["cache_engine.py", "kv_cache_utils.py", "mem_manager.py"],
     },
     FrameClass {
         phase: id::WARMUP,

@@ -125,7 +125,13 @@ fn seam(
     let max = anchors.max_len();
     let a_text = &stretch[a.start..a.end];
     let b_text = trim_start(&stretch[b.start..b.end]);
-    if b_text.is_empty() {
+    // A line that starts as this one did (the same timestamp, level or rank prefix) is the
+    // log's next record, not a piece of this one: most seams of a log end here, unsearched.
+    const RECORD_PREFIX: usize = 5;
+    if b_text.is_empty()
+        || (a_text.len() >= RECORD_PREFIX
+            && stretch[b.start..b.end].starts_with(&a_text[..RECORD_PREFIX]))
+    {
         return None;
     }
     let tail = &a_text[a_text.len().saturating_sub(max)..];

@@ -695,6 +695,20 @@ Got an OOM, unloading all loaded models.
     }
 
     #[test]
+    fn a_model_that_could_not_be_loaded_names_the_phase_on_its_own_line() {
+        let ev = run(
+            "** model sd-2.1 could not be loaded: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 4.00 GiB total capacity; 3.41 GiB already allocated; 0 bytes free; 3.46 GiB reserved in total by PyTorch)\n",
+        );
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].phase, "model-load");
+        // The same message with no word of loading before it decides nothing.
+        let ev = run(
+            "CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 4.00 GiB total capacity; 3.41 GiB already allocated; 0 bytes free; 3.46 GiB reserved in total by PyTorch)\n",
+        );
+        assert_eq!(ev.incidents[0].phase, crate::facts::phase::id::UNKNOWN);
+    }
+
+    #[test]
     fn packed_traceback_line() {
         let log = format!(
             "{{\"log\": \"Traceback (most recent call last):\\n  File \\\"x.py\\\", line 1, in <module>\\n  File \\\"/t/modeling_utils.py\\\", line 9, in from_pretrained\\n{OOM}\\n\"}}\n"

@@ -249,9 +249,14 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
             // A layer's constructor allocating its parameters: the model is being built on
             // the device (`with torch.device("cuda"): model = Model(config)`, `nn.Linear(...,
             // device="cuda")`), which is loading by another road.
+            // `convert` is `Module.to`'s own inner function, which `_apply` runs on every
+            // parameter: a traceback cut to its last frames still shows a model being moved.
             let torch_module =
                 file.contains("torch/nn/modules/") || file.contains("torch\\nn\\modules\\");
-            (torch_module && matches!(base, "__init__" | "reset_parameters"))
+            let module_to = base == "convert"
+                && (file.ends_with("torch/nn/modules/module.py")
+                    || file.ends_with("torch\\nn\\modules\\module.py"));
+            (torch_module && matches!(base, "__init__" | "reset_parameters") || module_to)
                 .then_some(id::MODEL_LOAD)
         })
         .or_else(|| {
@@ -461,8 +466,8 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let training_loop = saw_loss_log || in_training_step;
     // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
     if let Some((_, p, ev)) = &best {
-        let load_by_move =
-            *p == id::MODEL_LOAD && (ev.starts_with("cuda ") || ev.starts_with("to "));
+        let load_by_move = *p == id::MODEL_LOAD
+            && (ev.starts_with("cuda ") || ev.starts_with("to ") || ev.starts_with("convert "));
         if !(load_by_move && in_training_step) {
             return PhaseDecision {
                 frames: frames_text.clone(),
@@ -610,6 +615,14 @@ Traceback (most recent call last):
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::FIRST_STEP, "{:?}", d.evidence);
         assert_eq!(d.steps_completed, Some(0));
+    }
+
+    #[test]
+    fn module_to_s_convert_is_loading() {
+        let tb = "  File \"C:\\env\\lib\\site-packages\\torch\\nn\\modules\\module.py\", line 1143, in convert\n    return t.to(device, dtype if t.is_floating_point() else None, non_blocking)";
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+        let tb = "  File \"/work/data.py\", line 10, in convert\n    return t.to(device)";
+        assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
     }
 
     /// Only the user's own frame: its source line shows the call that failed.

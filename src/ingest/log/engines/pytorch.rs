@@ -106,6 +106,10 @@ static RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?P<b>CUDA|HIP|ROCm|MUSA) error: out of memory|cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA out of memory\.?\s*$|CUDNN_STATUS_ALLOC_FAILED|Cuda failure '?out of memory'?")
         .expect("static regex")
 });
+static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:could not be loaded|failed to load(?: the)? model|error (?:while )?loading (?:the )?model|unable to load(?: the)? model)[^:]{0,80}:.{0,40}out of memory")
+        .expect("static regex")
+});
 static CPU_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<req>\d+) bytes")
         .expect("static regex")
@@ -337,6 +341,12 @@ fn span(m: &regex::Match<'_>) -> Option<(usize, usize)> {
 /// Reads a caching-allocator, MPS or runtime OOM. Returns whether the line was one.
 fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
     let text = line.text;
+    // A front-end that reports the OOM as the reason a model did not load (InvokeAI's
+    // `** model X could not be loaded: CUDA out of memory. ...`, `Failed to load model: ...`)
+    // says the phase on the failure line itself.
+    if LOAD_FAILED.is_match(text) {
+        out.phase(PhaseMark::ModelLoad);
+    }
     // An MPS message that a terminal or a paste wrapped is read joined with its pieces.
     let mps_joined = if text.contains("MPS backend out of memory") && !MPS.is_match(text) {
         super::join_whole(

@@ -71,6 +71,11 @@ pub const FACTS: &[FactDef] = &[
         "The runtime could not reserve its pool at start (`failed to allocate ... from device: CUDA_ERROR_OUT_OF_MEMORY`): the GPU was already in use.",
     ),
     fact(
+        "xla.context_create_failed",
+        Unit::Flag,
+        "Creating the CUDA context failed for memory (`failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY`): the device was full before the process allocated anything.",
+    ),
+    fact(
         "tf.tensor_shape",
         Unit::Text,
         "Shape of the tensor TensorFlow failed to allocate (`[32,1024,1024]`).",

@@ -30,6 +30,12 @@ static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*(?:\[(?P<shape>[\d,\s]*)\]|(?P<dims>dim\s*\{\s*size:\s*\d+\s*\}(?:\s*dim\s*\{\s*size:\s*\d+\s*\})*))(?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
         .expect("static regex")
 });
+static CONTEXT_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"failed call to cu(?:DevicePrimaryCtxRetain|CtxCreate)\w*: CUDA_ERROR_OUT_OF_MEMORY",
+    )
+    .expect("static regex")
+});
 static PROTO_DIM: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"size:\s*(\d+)").expect("static regex"));
 static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
@@ -302,6 +308,17 @@ impl Recognizer for Xla {
                     out.failure(xla_failure(line, "xla-runtime"));
                 }
             }
+            return;
+        }
+        // Creating the CUDA context itself failed for memory: the device was already full
+        // before this process allocated anything.
+        if CONTEXT_OOM.is_match(text) {
+            out.engine(id::TENSORFLOW);
+            let mut f = Failure::new("device-oom", id::TENSORFLOW, Domain::Device);
+            f.fact("oom.backend", "cuda", None)
+                .fact("oom.wording", "cuda-context", None)
+                .fact("xla.context_create_failed", true, None);
+            out.failure(f);
             return;
         }
         if let Some(c) = TF_STARTUP_FAIL.captures(text) {

@@ -102,21 +102,13 @@ impl Anchors {
 
     /// Appends to `out`, in order, one offset inside each line of `hay` that holds an anchor
     /// (the last byte of the first anchor completed in it). Lines end at `\n`.
-    pub fn hit_lines(&self, hay: &[u8], out: &mut Vec<usize>) {
-        self.for_each_hit_line(hay, |o| out.push(o));
-    }
-
-    /// Calls `on_hit`, in order, with one offset inside each line of `hay` that holds an
-    /// anchor (as [`Anchors::hit_lines`] finds them).
     ///
     /// The walk stays on the calling thread. Splitting a large buffer with a helper thread
     /// paid while the walk was slow; with the dense walk it cost a third more CPU (a thread
     /// per buffer, caches shared) for under 5 % of wall time on a file, and on a pipe it
     /// took the core the writing process needed.
-    pub fn for_each_hit_line(&self, hay: &[u8], on_hit: impl FnMut(usize)) {
-        let mut hits = Vec::new();
-        self.hit_lines_here(hay, &mut hits);
-        hits.into_iter().for_each(on_hit);
+    pub fn hit_lines(&self, hay: &[u8], out: &mut Vec<usize>) {
+        self.hit_lines_here(hay, out);
     }
 
     /// [`Anchors::hit_lines`]: the lock-step walk, or a single one for a small buffer.

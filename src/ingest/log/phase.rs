@@ -239,6 +239,13 @@ static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d").expect("static regex")
 });
 
+/// The frames and calls that move something to the device: a model being loaded, unless the
+/// traceback says training (a step may move a model too), and never on their own as a
+/// source line's call (`images.to(device)` moves a tensor).
+fn moves_a_model(func: &str) -> bool {
+    matches!(func, "to" | "cuda" | "_apply" | "convert")
+}
+
 fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
     let base = func.rsplit('.').next().unwrap_or(func);
     FRAME_CLASSES
@@ -455,7 +462,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // model, so those say nothing.
     if best.is_none() {
         if let Some((file, name)) = &innermost_call {
-            if let Some(p) = (!matches!(name.as_str(), "to" | "cuda" | "_apply"))
+            if let Some(p) = (!moves_a_model(name))
                 .then(|| frame_phase("", name))
                 .flatten()
             {
@@ -466,8 +473,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let training_loop = saw_loss_log || in_training_step;
     // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
     if let Some((_, p, ev)) = &best {
-        let load_by_move = *p == id::MODEL_LOAD
-            && (ev.starts_with("cuda ") || ev.starts_with("to ") || ev.starts_with("convert "));
+        let load_by_move = *p == id::MODEL_LOAD && ev.split(' ').next().is_some_and(moves_a_model);
         if !(load_by_move && in_training_step) {
             return PhaseDecision {
                 frames: frames_text.clone(),

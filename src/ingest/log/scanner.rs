@@ -189,10 +189,17 @@ pub fn scan(
         loop {
             let next_run = runs.peek().map(|r| pos + r.start);
             let next_hit = offsets.peek().map(|&o| pos + o);
+            // In order of place: a hit before the next wrapped run, else the run.
             let (at, run) = match (next_run, next_hit) {
                 (None, None) => break,
-                (Some(r), Some(h)) if h < r => (offsets.next().map(|_| h).unwrap_or(h), None),
-                (None, Some(h)) => (offsets.next().map(|_| h).unwrap_or(h), None),
+                (Some(r), Some(h)) if h < r => {
+                    offsets.next();
+                    (h, None)
+                }
+                (None, Some(h)) => {
+                    offsets.next();
+                    (h, None)
+                }
                 (Some(r), _) => (r, runs.next()),
             };
             if run.is_none() && at <= covered_until {

@@ -36,8 +36,7 @@ static CONTEXT_OOM: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("static regex")
 });
-static PROTO_DIM: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"size:\s*(\d+)").expect("static regex"));
+static DIGITS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").expect("static regex"));
 static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
     // TensorFlow's `OP_REQUIRES failed ... : Resource exhausted: Out of memory ...` spells the
     // status the older way.
@@ -482,18 +481,11 @@ fn tf_failure(c: &regex::Captures<'_>) -> Failure {
         .name("shape")
         .or_else(|| c.name("dims"))
         .expect("one of the shape groups");
-    let dims: Vec<u64> = if c.name("shape").is_some() {
-        shape
-            .as_str()
-            .split(',')
-            .filter_map(|d| d.trim().parse::<u64>().ok())
-            .collect()
-    } else {
-        PROTO_DIM
-            .captures_iter(shape.as_str())
-            .filter_map(|d| d[1].parse::<u64>().ok())
-            .collect()
-    };
+    // Both spellings hold the dimensions as their only numbers.
+    let dims: Vec<u64> = DIGITS
+        .find_iter(shape.as_str())
+        .filter_map(|d| d.as_str().parse::<u64>().ok())
+        .collect();
     let listed: Vec<String> = dims.iter().map(u64::to_string).collect();
     f.fact(
         "tf.tensor_shape",

@@ -26,6 +26,16 @@ pub mod id {
     pub const COMFYUI: &str = "comfyui";
     /// AUTOMATIC1111's stable-diffusion-webui and its forks (Forge, reForge).
     pub const WEBUI: &str = "a1111";
+    // Inference runtimes and GPU array libraries with allocators of their own.
+    pub const CTRANSLATE2: &str = "ctranslate2";
+    pub const ONNXRUNTIME: &str = "onnxruntime";
+    pub const TENSORRT: &str = "tensorrt";
+    pub const LMDEPLOY: &str = "lmdeploy";
+    pub const PADDLE: &str = "paddle";
+    pub const CUPY: &str = "cupy";
+    pub const RAPIDS: &str = "rapids";
+    pub const NUMBA: &str = "numba";
+    pub const MXNET: &str = "mxnet";
     pub const UNKNOWN: &str = "unknown";
 }
 

@@ -15,6 +15,7 @@ pub mod model;
 pub mod ollama;
 pub mod pytorch;
 pub mod ray;
+pub mod runtimes;
 pub mod series;
 pub mod sglang;
 pub mod sidecar;
@@ -179,6 +180,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     tgi::FACTS,
     trtllm::FACTS,
     vgpu::FACTS,
+    runtimes::FACTS,
 ];
 
 static INDEX: LazyLock<HashMap<&'static str, &'static FactDef>> = LazyLock::new(|| {

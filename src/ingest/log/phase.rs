@@ -124,6 +124,13 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "load_model_weights",
             "reload_model_weights",
             "send_model_to_device",
+            // Runtimes that load a model when it is constructed or deserialised: ONNX
+            // Runtime's session, TensorRT's engine, faster-whisper's model (also as the call
+            // on a user's own source line: `model = WhisperModel("large-v3", ...)`).
+            "_create_inference_session",
+            "InferenceSession",
+            "deserialize_cuda_engine",
+            "WhisperModel",
         ],
         files: &["safetensors", "model_loader", "modeling_utils.py"],
     },
@@ -233,7 +240,7 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz").expect("static regex")
+    Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind").expect("static regex")
 });
 static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d").expect("static regex")
@@ -263,7 +270,14 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
             let module_to = base == "convert"
                 && (file.ends_with("torch/nn/modules/module.py")
                     || file.ends_with("torch\\nn\\modules\\module.py"));
-            (torch_module && matches!(base, "__init__" | "reset_parameters") || module_to)
+            // faster-whisper's `WhisperModel.__init__` and ONNX Runtime's
+            // `InferenceSession.__init__` load the model onto the device themselves.
+            let runtime_loader = base == "__init__"
+                && (file.contains("faster_whisper")
+                    || file.contains("onnxruntime_inference_collection"));
+            (torch_module && matches!(base, "__init__" | "reset_parameters")
+                || module_to
+                || runtime_loader)
                 .then_some(id::MODEL_LOAD)
         })
         .or_else(|| {
@@ -650,6 +664,23 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
         let tb = "  File \"/work/train.py\", line 12, in <module>\n    model = AutoModel.from_pretrained(name)\n  File \"/work/train.py\", line 40, in main\n    out = run(batch)";
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// Runtimes that load a model in a constructor: faster-whisper, ONNX Runtime, TensorRT;
+    /// the same runtimes' inference calls are not loading.
+    #[test]
+    fn runtime_constructors_load_the_model() {
+        for tb in [
+            "  File \"D:\\whisper-fast\\__main__.py\", line 529, in cli\n  File \"faster_whisper\\transcribe.py\", line 125, in __init__",
+            "  File \"/app/run.py\", line 12, in <module>\n    model = WhisperModel(\"large-v3\", device=\"cuda\", compute_type=\"float16\")",
+            "  File \"/app/serve.py\", line 30, in load\n    sess = ort.InferenceSession(path, providers=providers)\n  File \"/usr/lib/python3/site-packages/onnxruntime/capi/onnxruntime_inference_collection.py\", line 419, in __init__\n    self._create_inference_session(providers, provider_options, disabled_optimizers)",
+            "  File \"/app/trt.py\", line 22, in load_engine\n    engine = runtime.deserialize_cuda_engine(f.read())",
+        ] {
+            let d = decide(&pre(tb), None);
+            assert_eq!(d.phase, id::MODEL_LOAD, "{tb}: {:?}", d.evidence);
+        }
+        let tb = "  File \"/app/run.py\", line 30, in <module>\n    segments, info = model.transcribe(audio, beam_size=5)\n  File \"/usr/lib/python3/site-packages/faster_whisper/transcribe.py\", line 940, in encode\n    return self.model.encode(features, to_cpu=to_cpu)";
+        assert_ne!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
     }
 
     /// Cut at 100 columns inside the function's name: `in __in` / `it__`.

@@ -44,6 +44,8 @@ pub mod trtllm;
 pub mod vllm;
 // GPU virtualisation layers.
 pub mod vgpu;
+// Inference runtimes and GPU array libraries (CTranslate2, ONNX Runtime, TensorRT, ...).
+pub mod runtimes;
 
 pub use crate::facts::engine::{Domain, id};
 
@@ -455,6 +457,8 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         &smi_table::SmiTable,
         // vGPU quota layers.
         &vgpu::Vgpu,
+        // Inference runtimes and GPU array libraries.
+        &runtimes::Runtimes,
     ];
     ALL
 }

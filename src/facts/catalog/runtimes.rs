@@ -1,0 +1,39 @@
+//! Facts the `ingest::log::engines::runtimes` stage may set: the configuration of inference
+//! runtimes that allocate device memory on their own (CTranslate2, ONNX Runtime, LMDeploy).
+
+use super::{FactDef, fact};
+use crate::facts::evidence::Unit;
+
+/// Facts read from CTranslate2's and ONNX Runtime's logs and the code pasted with them.
+pub const FACTS: &[FactDef] = &[
+    fact(
+        "ct2.compute_type",
+        Unit::Text,
+        "CTranslate2's compute_type (faster-whisper's `compute_type=`, `--compute_type`): the precision its weights are loaded and run in (float32, float16, int8_float16, int8, ...).",
+    ),
+    fact(
+        "ct2.beam_size",
+        Unit::Count,
+        "The beam width of a CTranslate2 / faster-whisper search (`beam_size=`, `--beam_size`, whisper-standalone's `-bs`); faster-whisper's default is 5.",
+    ),
+    fact(
+        "lmdeploy.cache_max_entry_count",
+        Unit::Ratio,
+        "LMDeploy's cache_max_entry_count: the share of GPU memory its KV cache takes at start-up (of the total before v0.2.1, of what is free after the weights since).",
+    ),
+    fact(
+        "ort.gpu_mem_limit_bytes",
+        Unit::Bytes,
+        "ONNX Runtime CUDA execution provider's `gpu_mem_limit`: the cap on its memory arena.",
+    ),
+    fact(
+        "ort.arena_extend_strategy",
+        Unit::Text,
+        "ONNX Runtime's `arena_extend_strategy` (kNextPowerOfTwo, the default, or kSameAsRequested).",
+    ),
+    fact(
+        "ort.arena_available_bytes",
+        Unit::Bytes,
+        "What ONNX Runtime's arena had left under its `gpu_mem_limit` when a request failed (`Available memory of N is smaller than requested bytes of M`).",
+    ),
+];

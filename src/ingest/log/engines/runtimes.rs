@@ -1,0 +1,582 @@
+//! Inference runtimes and GPU array libraries that allocate device memory with their own
+//! allocators, outside PyTorch's: CTranslate2 (faster-whisper, WhisperX, OpenNMT), ONNX
+//! Runtime, TensorRT, LMDeploy's TurboMind, PaddlePaddle, CuPy, RAPIDS (RMM), Numba and MXNet.
+//!
+//! Each prints its own out-of-memory wording, which no other recogniser reads:
+//!
+//! - CTranslate2: `RuntimeError: CUDA failed with error out of memory` (its caching
+//!   allocator's `cudaMalloc` failed); configuration `compute_type="float16"` /
+//!   `--compute_type int8`;
+//! - ONNX Runtime: `onnxruntime::BFCArena::AllocateRawInternal(...) Failed to allocate memory
+//!   for requested buffer of size N`, `Available memory of A is smaller than requested bytes
+//!   of N` (the arena's `gpu_mem_limit` reached), `CUDA failure 2: out of memory ; GPU=0 ;
+//!   ...` (before 1.16) and `CUDA error cudaErrorMemoryAllocation:out of memory` (after);
+//!   configuration `gpu_mem_limit` and `arena_extend_strategy`;
+//! - TensorRT: `[TRT] [E] 1: [defaultAllocator.cpp::allocate::20] Error Code 1: Cuda Runtime
+//!   (out of memory)`, `Error Code 2: OutOfMemory (Requested size was N bytes.)` and the
+//!   warning before them, `Requested amount of GPU memory (N bytes) could not be allocated`;
+//! - LMDeploy (TurboMind): `RuntimeError: [TM][ERROR] CUDA runtime error: out of memory
+//!   /lmdeploy/src/turbomind/utils/allocator.h:231`; configuration `cache_max_entry_count`
+//!   (the share of memory its KV cache takes at start-up) and `session_len`;
+//! - PaddlePaddle: `Out of memory error on GPU 0. Cannot allocate 1.17GB memory on GPU 0,
+//!   14.75GB memory has been allocated and available memory is only 27.75MB.` (its advice
+//!   below, "check whether there is any other process ... decrease the batch size", is
+//!   printed on every such error and is no evidence);
+//! - CuPy: `OutOfMemoryError: Out of memory allocating 1,073,741,824 bytes (allocated so far:
+//!   10,737,418,240 bytes).`, and `CUDARuntimeError: cudaErrorMemoryAllocation: out of memory`;
+//! - RAPIDS: `MemoryError: std::bad_alloc: out_of_memory: CUDA error at: .../rmm/...`;
+//! - Numba: `CudaAPIError: [2] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY`;
+//! - MXNet: `cudaMalloc retry failed: out of memory`, `Check failed: e == cudaSuccess ...
+//!   CUDA: out of memory`.
+//!
+//! Not failures: TensorRT's builder skipping a tactic "due to insufficient memory" (it tries
+//! the next one), and its `Requested amount of GPU memory` warning alone when the build goes on
+//! (the warning is read as the failure only together with an error within a few lines).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::local::{size_bin, span, walk_forward};
+use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
+use crate::facts::units::parse_number;
+
+/// CTranslate2's `THROW_RUNTIME_ERROR("CUDA failed with error " + cudaGetErrorString(...))`.
+static CT2_OOM: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"CUDA failed with error out of memory").expect("static regex"));
+/// `compute_type="int8_float16"`, `compute_type='float16'`, `--compute_type int8`,
+/// `compute_type: float32`.
+static CT2_COMPUTE_TYPE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"compute[_-]type['"]?\s*(?:=|:|\s)\s*['"]?(?P<t>int8_float16|int8_bfloat16|int8_float32|int8|int16|float16|bfloat16|float32|default|auto)\b"#)
+        .expect("static regex")
+});
+/// The beam width: `beam_size=10` in code, `--beam_size 10` on faster-whisper's command
+/// lines, and whisper-standalone's short `-bs=10` (read only on a line that runs it).
+static CT2_BEAM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:\bbeam_size\s*=\s*|--beam[_-]size[=\s]\s*|(?:^|\s)-bs[=\s]\s*)(?P<n>\d{1,3})\b")
+        .expect("static regex")
+});
+static ORT_BUFFER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Failed to allocate memory for requested buffer of size (?P<req>\d+)")
+        .expect("static regex")
+});
+static ORT_ARENA_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"Available memory of (?P<avail>\d+) is smaller than requested bytes of (?P<req>\d+)",
+    )
+    .expect("static regex")
+});
+/// ONNX Runtime's CUDA_CALL errors: `CUDA failure 2: out of memory ; GPU=0 ; hostname=...`
+/// (before 1.16), `CUDA error cudaErrorMemoryAllocation:out of memory` (1.16 on).
+static ORT_CUDA: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"CUDA failure 2: out of memory(?:\s*;\s*GPU=(?P<dev>\d+))?|CUDA error cudaErrorMemoryAllocation:\s*out of memory")
+        .expect("static regex")
+});
+static ORT_MEM_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"gpu_mem_limit['"]?\s*[:=]\s*(?P<v>\d+(?:\s*\*\s*\d+)*)"#).expect("static regex")
+});
+static ORT_EXTEND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"arena_extend_strategy['"]?\s*[:=]\s*['"]?(?P<v>kNextPowerOfTwo|kSameAsRequested|[01])\b"#)
+        .expect("static regex")
+});
+static TURBOMIND_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\[TM\]\[ERROR\]\s*CUDA runtime error: out of memory").expect("static regex")
+});
+/// `TurbomindEngineConfig(cache_max_entry_count=0.2)`, `--cache-max-entry-count 0.5`.
+static LMDEPLOY_KV_SHARE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"cache[_-]max[_-]entry[_-]count['\x22]?\s*(?:=|:|\s)\s*(?P<v>0?\.\d+|1(?:\.0+)?)\b")
+        .expect("static regex")
+});
+static TRT_ERROR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Error Code \d+: (?:Cuda Runtime \(out of memory\)|OutOfMemory)(?: \((?:Requested size was (?P<req>\d+) bytes\.?|[^)]*)\))?")
+        .expect("static regex")
+});
+static TRT_REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Requested amount of GPU memory \((?P<req>\d+) bytes\) could not be allocated")
+        .expect("static regex")
+});
+/// Paddle 2.x (`..., 14.75GB memory has been allocated and available memory is only 27.75MB.`)
+/// and 1.x (`..., available memory is only 171.5MB.`, no allocated figure).
+static PADDLE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Out of memory error on GPU (?P<dev>\d+)\. Cannot allocate (?P<req>\d+(?:\.\d+)?)\s*(?P<ru>[KMGT]?B) memory on GPU \d+,(?:\s*(?P<alloc>\d+(?:\.\d+)?)\s*(?P<au>[KMGT]?B) memory has been allocated and)? available memory is only (?P<free>\d+(?:\.\d+)?)\s*(?P<fu>[KMGT]?B)")
+        .expect("static regex")
+});
+static CUPY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Out of memory allocating (?P<req>[\d,]+) bytes \(allocated so far: (?P<alloc>[\d,]+) bytes\)")
+        .expect("static regex")
+});
+static CUDA_RT_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"cudaErrorMemoryAllocation:? ?out of memory").expect("static regex")
+});
+static RMM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:std::bad_alloc: )?(?:out_of_memory|rmm::out_of_memory)\b.*\brmm\b|\brmm\b.*cudaErrorMemoryAllocation")
+        .expect("static regex")
+});
+static NUMBA: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Call to cuMem\w*Alloc\w* results in CUDA_ERROR_OUT_OF_MEMORY")
+        .expect("static regex")
+});
+static MXNET: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory")
+        .expect("static regex")
+});
+
+/// The runtimes recogniser.
+pub struct Runtimes;
+
+impl Recognizer for Runtimes {
+    fn engine(&self) -> &'static str {
+        id::CTRANSLATE2
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &[
+            // CTranslate2 and its front-ends.
+            "CUDA failed with error",
+            "compute_type",
+            "compute-type",
+            "faster_whisper",
+            "faster-whisper",
+            "whisper-faster",
+            "beam_size",
+            "beam-size",
+            "ctranslate2",
+            // ONNX Runtime.
+            "requested buffer of size",
+            "is smaller than requested bytes",
+            "CUDA failure 2",
+            "cudaErrorMemoryAllocation",
+            "gpu_mem_limit",
+            "arena_extend_strategy",
+            // LMDeploy.
+            "[TM][ERROR]",
+            "cache_max_entry_count",
+            "cache-max-entry-count",
+            // TensorRT.
+            "Cuda Runtime (out of memory)",
+            "Error Code 2: OutOfMemory",
+            "Requested amount of GPU memory",
+            // PaddlePaddle.
+            "Out of memory error on GPU",
+            // CuPy, RAPIDS, Numba, MXNet.
+            "Out of memory allocating",
+            "out_of_memory",
+            "results in CUDA_ERROR_OUT_OF_MEMORY",
+            "cudaMalloc retry failed",
+            "CUDA: out of memory",
+        ]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        let text = line.text;
+        if CT2_OOM.is_match(text) {
+            out.engine(id::CTRANSLATE2);
+            out.failure(device_oom(id::CTRANSLATE2, "ct2-cuda"));
+            return;
+        }
+        if let Some(c) = CT2_COMPUTE_TYPE.captures(text) {
+            let m = c.name("t").expect("group t");
+            out.fact("ct2.compute_type", m.as_str().to_string(), span(&m));
+        }
+        let runs_whisper = text.contains("whisper-faster") || text.contains("faster-whisper");
+        if let Some(c) = CT2_BEAM.captures(text) {
+            let m = c.name("n").expect("group n");
+            let short_flag = !text[..m.start()].contains("beam");
+            if !short_flag || runs_whisper {
+                if let Ok(n) = m.as_str().parse::<u32>() {
+                    out.fact("ct2.beam_size", n, span(&m));
+                }
+            }
+        }
+        if is_ct2_frame(text) {
+            out.engine(id::CTRANSLATE2);
+        }
+        if let Some(c) = ORT_ARENA_LIMIT.captures(text) {
+            let mut f = device_oom(id::ONNXRUNTIME, "ort-arena-limit");
+            bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
+            bytes_fact(&mut f, "ort.arena_available_bytes", &c, "avail");
+            out.engine(id::ONNXRUNTIME);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = ORT_BUFFER.captures(text) {
+            let mut f = device_oom(id::ONNXRUNTIME, "ort-arena");
+            bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
+            out.engine(id::ONNXRUNTIME);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = ORT_CUDA.captures(text) {
+            let mut f = device_oom(id::ONNXRUNTIME, "ort-cuda");
+            if let Some(d) = c.name("dev").and_then(|m| m.as_str().parse().ok()) {
+                f.device = Some(d);
+                f.fact("oom.device", d, None);
+            }
+            out.engine(id::ONNXRUNTIME);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = ORT_MEM_LIMIT.captures(text) {
+            let m = c.name("v").expect("group v");
+            let product = m
+                .as_str()
+                .split('*')
+                .map(|p| p.trim().parse::<u64>().ok())
+                .try_fold(1u64, |acc, p| p.and_then(|p| acc.checked_mul(p)));
+            if let Some(b) = product.filter(|&b| b > 0) {
+                out.fact("ort.gpu_mem_limit_bytes", b, span(&m));
+            }
+        }
+        if let Some(c) = ORT_EXTEND.captures(text) {
+            let m = c.name("v").expect("group v");
+            let v = match m.as_str() {
+                "0" => "kNextPowerOfTwo",
+                "1" => "kSameAsRequested",
+                v => v,
+            };
+            out.fact("ort.arena_extend_strategy", v.to_string(), span(&m));
+        }
+        if TURBOMIND_OOM.is_match(text) {
+            out.engine(id::LMDEPLOY);
+            out.failure(device_oom(id::LMDEPLOY, "turbomind"));
+            return;
+        }
+        if let Some(c) = LMDEPLOY_KV_SHARE.captures(text) {
+            let m = c.name("v").expect("group v");
+            if let Ok(v) = m.as_str().parse::<f64>() {
+                out.fact("lmdeploy.cache_max_entry_count", v, span(&m));
+            }
+        }
+        if let Some(c) = TRT_ERROR.captures(text) {
+            let mut f = device_oom(id::TENSORRT, "tensorrt");
+            bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
+            out.failure(f);
+            // The error names the code that failed: deserialising an engine is loading its
+            // weights (`[safeDeserialize.cpp::load::269]`, `deserializeCudaEngine`).
+            if text.contains("eserialize") {
+                out.phase(PhaseMark::ModelLoad);
+            }
+            return;
+        }
+        if let Some(c) = TRT_REQUESTED.captures(text) {
+            // A warning: the builder may go on with a tactic that needs less. It is the
+            // failure's size only when an error follows it.
+            let mut error_follows = false;
+            walk_forward(line, 4, |t| {
+                error_follows = TRT_ERROR.is_match(t) || t.contains("[E]");
+                !error_follows
+            });
+            if error_follows {
+                let mut f = device_oom(id::TENSORRT, "tensorrt");
+                bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
+                out.failure(f);
+            }
+            return;
+        }
+        if let Some(c) = PADDLE.captures(text) {
+            let mut f = device_oom(id::PADDLE, "paddle");
+            if let Some(d) = c.name("dev").and_then(|m| m.as_str().parse().ok()) {
+                f.device = Some(d);
+                f.fact("oom.device", d, None);
+            }
+            for (fact, n, u) in [
+                ("oom.requested_bytes", "req", "ru"),
+                ("oom.allocated_bytes", "alloc", "au"),
+                ("oom.free_bytes", "free", "fu"),
+            ] {
+                if let (Some(num), Some(unit)) = (c.name(n), c.name(u)) {
+                    if let Some(b) = size_bin(num.as_str(), unit.as_str()) {
+                        f.fact(fact, b, span(&num));
+                    }
+                }
+            }
+            out.engine(id::PADDLE);
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = CUPY.captures(text) {
+            let mut f = device_oom(id::CUPY, "cupy-pool");
+            for (fact, n) in [
+                ("oom.requested_bytes", "req"),
+                ("oom.allocated_bytes", "alloc"),
+            ] {
+                if let Some(m) = c.name(n) {
+                    if let Some(b) = parse_number(&m.as_str().replace(',', "")) {
+                        f.fact(fact, b, span(&m));
+                    }
+                }
+            }
+            out.engine(id::CUPY);
+            out.failure(f);
+            return;
+        }
+        if RMM.is_match(text) {
+            out.engine(id::RAPIDS);
+            out.failure(device_oom(id::RAPIDS, "rmm"));
+            return;
+        }
+        if CUDA_RT_ALLOC.is_match(text) {
+            // `cudaErrorMemoryAllocation` is the CUDA runtime's own name: whose call it was
+            // shows only in the line's other words.
+            let engine = if text.contains("cupy") {
+                id::CUPY
+            } else if text.contains("onnxruntime") {
+                id::ONNXRUNTIME
+            } else {
+                return;
+            };
+            out.engine(engine);
+            out.failure(device_oom(engine, "cuda-runtime"));
+            return;
+        }
+        if NUMBA.is_match(text) {
+            out.engine(id::NUMBA);
+            out.failure(device_oom(id::NUMBA, "cuda-driver"));
+            return;
+        }
+        if MXNET.is_match(text) {
+            out.engine(id::MXNET);
+            out.failure(device_oom(id::MXNET, "mxnet"));
+        }
+    }
+}
+
+fn device_oom(engine: &'static str, wording: &'static str) -> Failure {
+    let mut f = Failure::new("device-oom", engine, Domain::Device);
+    f.fact("oom.backend", "cuda", None)
+        .fact("oom.wording", wording, None);
+    f
+}
+
+/// A plain byte count from a capture group.
+fn bytes_fact(f: &mut Failure, fact: &'static str, c: &regex::Captures<'_>, group: &str) {
+    if let Some(m) = c.name(group) {
+        if let Ok(b) = m.as_str().parse::<u64>() {
+            f.fact(fact, b, span(&m));
+        }
+    }
+}
+
+/// A traceback frame inside CTranslate2 or faster-whisper (`File ".../faster_whisper/
+/// transcribe.py", line 145, in __init__`): the code that ran was theirs, whatever the
+/// wording of the error below it.
+fn is_ct2_frame(text: &str) -> bool {
+    let t = text.trim_start();
+    (t.starts_with("File \"") || t.starts_with('│') || t.starts_with('|'))
+        && (t.contains("faster_whisper") || t.contains("ctranslate2"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::evidence::{InputName, Value};
+    use crate::ingest::log::clean::LineMeta;
+    use crate::ingest::log::engines::Observation;
+
+    fn run(text: &str) -> Emit {
+        let input = InputName::from("t.log");
+        let meta = LineMeta::default();
+        let line = Line::standalone(&input, 1, text, &meta);
+        let mut out = Emit::default();
+        out.begin_line(&line);
+        Runtimes.recognize(&line, &mut out);
+        out
+    }
+
+    fn failure(out: &Emit) -> &Failure {
+        out.records
+            .iter()
+            .find_map(|r| match &r.obs {
+                Observation::Failure(f) => Some(f),
+                _ => None,
+            })
+            .expect("a failure")
+    }
+
+    fn num(f: &Failure, name: &str) -> Option<f64> {
+        f.get(name).and_then(Value::as_f64)
+    }
+
+    #[test]
+    fn ctranslate2_oom_is_its_engine() {
+        let out = run("RuntimeError: CUDA failed with error out of memory");
+        let f = failure(&out);
+        assert_eq!((f.engine, f.kind), (id::CTRANSLATE2, "device-oom"));
+    }
+
+    #[test]
+    fn ctranslate2_compute_type_spellings() {
+        for (text, want) in [
+            (
+                r#"model = WhisperModel("large-v3", device="cuda", compute_type="float16")"#,
+                "float16",
+            ),
+            (
+                "whisper-faster.exe a.mp4 --model=large-v2 --compute_type int8",
+                "int8",
+            ),
+            ("compute_type: int8_float16", "int8_float16"),
+        ] {
+            let out = run(text);
+            let got = out.records.iter().find_map(|r| match &r.obs {
+                Observation::Fact {
+                    name: "ct2.compute_type",
+                    value,
+                } => value.as_str().map(str::to_string),
+                _ => None,
+            });
+            assert_eq!(got.as_deref(), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn ctranslate2_beam_size() {
+        let beam = |text: &str| {
+            run(text).records.iter().find_map(|r| match &r.obs {
+                Observation::Fact {
+                    name: "ct2.beam_size",
+                    value,
+                } => value.as_f64(),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            beam("segments, info = model.transcribe(audio, beam_size=10)"),
+            Some(10.0)
+        );
+        assert_eq!(
+            beam(r#"C:\tools>whisper-faster.exe "E:\video\a.mkv" -bs=10"#),
+            Some(10.0)
+        );
+        assert_eq!(beam("faster-whisper input.wav --beam_size 8"), Some(8.0));
+        // `-bs` is a batch size to other tools.
+        assert_eq!(beam("python train.py -bs 32"), None);
+    }
+
+    #[test]
+    fn lmdeploy_turbomind_oom_and_kv_share() {
+        let out = run(
+            "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/allocator.h:231",
+        );
+        assert_eq!(failure(&out).engine, id::LMDEPLOY);
+        for text in [
+            "backend_config = TurbomindEngineConfig(cache_max_entry_count=0.2)",
+            "lmdeploy serve api_server internlm/internlm2-chat-7b --cache-max-entry-count 0.2",
+        ] {
+            let got = run(text).records.iter().find_map(|r| match &r.obs {
+                Observation::Fact {
+                    name: "lmdeploy.cache_max_entry_count",
+                    value,
+                } => value.as_f64(),
+                _ => None,
+            });
+            assert_eq!(got, Some(0.2), "{text}");
+        }
+    }
+
+    #[test]
+    fn onnxruntime_arena_request() {
+        let out = run(
+            "Status Message: /onnxruntime_src/onnxruntime/core/framework/bfc_arena.cc:376 void* onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*, bool, onnxruntime::WaitNotificationFn) Failed to allocate memory for requested buffer of size 2147483648",
+        );
+        let f = failure(&out);
+        assert_eq!(f.engine, id::ONNXRUNTIME);
+        assert_eq!(num(f, "oom.requested_bytes"), Some(2147483648.0));
+    }
+
+    #[test]
+    fn onnxruntime_cuda_call_names_the_device() {
+        let out = run(
+            "onnxruntime::CudaCall CUDA failure 2: out of memory ; GPU=1 ; hostname=node7 ; file=/onnxruntime_src/onnxruntime/core/providers/cuda/cuda_allocator.cc ; line=47 ; expr=cudaMalloc((void**)&p, size);",
+        );
+        let f = failure(&out);
+        assert_eq!((f.engine, f.device), (id::ONNXRUNTIME, Some(1)));
+    }
+
+    #[test]
+    fn onnxruntime_mem_limit_product() {
+        let out = run(
+            "providers=[('CUDAExecutionProvider', {'device_id': 0, 'gpu_mem_limit': 2 * 1024 * 1024 * 1024, 'arena_extend_strategy': 'kSameAsRequested'})]",
+        );
+        let facts: Vec<_> = out
+            .records
+            .iter()
+            .filter_map(|r| match &r.obs {
+                Observation::Fact { name, value } => Some((*name, value.clone())),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            facts.contains(&("ort.gpu_mem_limit_bytes", Value::from(2147483648u64))),
+            "{facts:?}"
+        );
+        assert!(
+            facts.contains(&(
+                "ort.arena_extend_strategy",
+                Value::from("kSameAsRequested".to_string())
+            )),
+            "{facts:?}"
+        );
+    }
+
+    #[test]
+    fn paddle_numbers_both_generations() {
+        let out = run(
+            "Out of memory error on GPU 0. Cannot allocate 1.171875GB memory on GPU 0, 14.756470GB memory has been allocated and available memory is only 27.750000MB.",
+        );
+        let f = failure(&out);
+        assert_eq!((f.engine, f.device), (id::PADDLE, Some(0)));
+        assert_eq!(num(f, "oom.requested_bytes"), Some(1.171875 * 1073741824.0));
+        assert_eq!(num(f, "oom.free_bytes"), Some(27.75 * 1048576.0));
+        assert!(num(f, "oom.allocated_bytes").unwrap() > 14.0 * 1073741824.0);
+        let out = run(
+            "Out of memory error on GPU 2. Cannot allocate 256.000244MB memory on GPU 2, available memory is only 171.500000MB.",
+        );
+        let f = failure(&out);
+        assert_eq!(f.device, Some(2));
+        assert!(f.get("oom.allocated_bytes").is_none());
+    }
+
+    #[test]
+    fn cupy_pool_numbers() {
+        let out = run(
+            "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 1,073,741,824 bytes (allocated so far: 10,737,418,240 bytes).",
+        );
+        let f = failure(&out);
+        assert_eq!(f.engine, id::CUPY);
+        assert_eq!(num(f, "oom.requested_bytes"), Some(1073741824.0));
+        assert_eq!(num(f, "oom.allocated_bytes"), Some(10737418240.0));
+    }
+
+    #[test]
+    fn tensorrt_error_and_numba_and_rmm() {
+        let f = run(
+            "[11/02/2024-10:11:12] [TRT] [E] 2: [executionContext.cpp::ExecutionContext::564] Error Code 2: OutOfMemory (Requested size was 4294967296 bytes.)",
+        );
+        assert_eq!(num(failure(&f), "oom.requested_bytes"), Some(4294967296.0));
+        let f = run(
+            "numba.cuda.cudadrv.driver.CudaAPIError: [2] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY",
+        );
+        assert_eq!(failure(&f).engine, id::NUMBA);
+        let f = run(
+            "MemoryError: std::bad_alloc: out_of_memory: CUDA error at: /opt/conda/include/rmm/mr/device/cuda_memory_resource.hpp:70: cudaErrorMemoryAllocation out of memory",
+        );
+        assert_eq!(failure(&f).engine, id::RAPIDS);
+    }
+
+    #[test]
+    fn tensorrt_warning_alone_and_tactic_skips_are_no_failure() {
+        let out = run(
+            "[TRT] [W] Requested amount of GPU memory (8589934592 bytes) could not be allocated. There may not be enough free memory for allocation to succeed.",
+        );
+        assert!(
+            !out.records
+                .iter()
+                .any(|r| matches!(r.obs, Observation::Failure(_)))
+        );
+        let out = run(
+            "[TRT] [W] Skipping tactic 3 due to insufficient memory on requested size of 8589934592 detected for tactic 0x0000000000000004.",
+        );
+        assert!(out.records.is_empty());
+    }
+}

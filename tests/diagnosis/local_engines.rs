@@ -251,3 +251,22 @@ fn engines_are_named() {
         assert_eq!(d.incidents[0].engine, engine, "{log}");
     }
 }
+
+/// A paste of llama.cpp's CUDA error cut after `current device: N` (no `in function`) is still
+/// llama.cpp's OOM, and the command line above it (its `--model` on a continuation line of
+/// its own) still says flash attention is on, so that fix is not offered again.
+#[test]
+fn llamacpp_error_cut_after_the_device_line() {
+    let log = "$ llama-server --device CUDA0 --port 8091 -ngl 999 -fa on --no-warmup -np 1\n      --model /srv/llm/model-27B-Q4_K_XL.gguf\n      --ctx-size 80000\n[...]\nCUDA error: out of memory\n  current device: 0\n";
+    let d = diagnose(log);
+    assert_eq!(d.incidents.len(), 1);
+    let inc = &d.incidents[0];
+    assert_eq!(inc.engine, "llama.cpp");
+    assert!(
+        !inc.fixes
+            .iter()
+            .any(|f| f.knob.as_deref() == Some("flash_attn")),
+        "{:?}",
+        inc.fixes.iter().map(|f| &f.title).collect::<Vec<_>>()
+    );
+}

@@ -106,6 +106,11 @@ pub const FACTS: &[FactDef] = &[
         "Free device memory when the engine started (before loading weights).",
     ),
     fact(
+        "vllm.initial_usage_bytes",
+        Unit::Bytes,
+        "The whole device's memory in use before the profile run (`initial_memory_usage=`, V0 0.6.2-0.6.4): this instance's weights and CUDA context plus every other process's memory.",
+    ),
+    fact(
         "vllm.non_torch_bytes",
         Unit::Bytes,
         "Memory outside PyTorch's allocator during profiling (NCCL, cuBLAS, custom all-reduce).",

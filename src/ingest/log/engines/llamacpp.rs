@@ -55,13 +55,15 @@ static VULKAN_WRAP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)ErrorOutOfDeviceMemory|vk_error_out_of_device_memory").expect("static regex")
 });
 /// The CUDA error macro (Dec 2023 →): `CUDA error: out of memory` then `current device: N, in
-/// function F at file:line`. ROCm/MUSA builds print their own backend name.
+/// function F at file:line` (a paste cut short may end at `current device: N`). ROCm/MUSA
+/// builds print their own backend name.
 static CUDA_ERROR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?P<b>CUDA|ROCm|HIP|MUSA|SYCL|CANN) error: (?P<err>.*(?:out of memory|OutOfMemory|ErrorMemoryAllocation).*)")
         .expect("static regex")
 });
 static CURRENT_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"current device: (?P<dev>\d+), in function (?P<func>\S+)").expect("static regex")
+    Regex::new(r"current device: (?P<dev>\d+)(?:, in function (?P<func>\S+)|\s*$)")
+        .expect("static regex")
 });
 /// 2023: `CUDA error 2 at ggml-cuda.cu:6951: out of memory`.
 static CUDA_ERROR_2023: LazyLock<Regex> = LazyLock::new(|| {
@@ -258,7 +260,13 @@ impl Recognizer for LlamaCpp {
             return;
         }
         accounting(line, out);
-        let has_model = text.contains(" -m ") || text.contains("--model") || text.contains("-hf ");
+        // A command line names its model, or is plainly a llama.cpp binary run with flags
+        // (a paste may carry `--model` on a continuation line of its own).
+        let has_model = text.contains(" -m ")
+            || text.contains("--model")
+            || text.contains("-hf ")
+            || text.contains("llama-server -")
+            || text.contains("llama-cli -");
         let llama = text.contains("llama-")
             || text.contains("llama.cpp")
             || text.contains("/main ")

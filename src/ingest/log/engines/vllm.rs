@@ -548,6 +548,7 @@ impl Vllm {
             for c in PROFILE_PAIR.captures_iter(text) {
                 let name = match &c["k"] {
                     "total_gpu_memory" => "vllm.gpu_total_bytes",
+                    "initial_memory_usage" => "vllm.initial_usage_bytes",
                     "peak_torch_memory" => "vllm.torch_peak_bytes",
                     "non_torch_memory" => "vllm.non_torch_bytes",
                     "kv_cache_size" => "vllm.kv_cache_bytes",

@@ -127,6 +127,12 @@ const FRAME_CLASSES: &[FrameClass] = &[
             // Runtimes that load a model when it is constructed or deserialised: ONNX
             // Runtime's session, TensorRT's engine, faster-whisper's model (also as the call
             // on a user's own source line: `model = WhisperModel("large-v3", ...)`).
+            // Sharding or wrapping a model onto the devices before training: FSDP's flat
+            // parameters, Accelerate's `prepare_model`, DeepSpeed's engine moving the module.
+            "prepare_model",
+            "_init_param_handle_from_module",
+            "_init_param_handle_from_params",
+            "_configure_distributed_model",
             "_create_inference_session",
             "InferenceSession",
             "deserialize_cuda_engine",
@@ -679,6 +685,8 @@ Traceback (most recent call last):
             let d = decide(&pre(tb), None);
             assert_eq!(d.phase, id::MODEL_LOAD, "{tb}: {:?}", d.evidence);
         }
+        let tb = "  File \"/opt/conda/lib/python3.10/site-packages/accelerate/accelerator.py\", line 1717, in prepare_model\n    model = FSDP(model, **kwargs)\n  File \"/opt/conda/lib/python3.10/site-packages/torch/distributed/fsdp/_flat_param.py\", line 1005, in _get_shard\n    shard = chunk.clone()";
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
         let tb = "  File \"/app/run.py\", line 30, in <module>\n    segments, info = model.transcribe(audio, beam_size=5)\n  File \"/usr/lib/python3/site-packages/faster_whisper/transcribe.py\", line 940, in encode\n    return self.model.encode(features, to_cpu=to_cpu)";
         assert_ne!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
     }

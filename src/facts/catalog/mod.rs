@@ -108,6 +108,11 @@ pub const CORE: &[FactDef] = &[
         "The epoch the log shows at the failure.",
     ),
     fact(
+        "phase.evaluation_rounds",
+        Unit::Count,
+        "Evaluation rounds the training script announced before the failure (`Start validating.`, `***** Running Evaluation *****`).",
+    ),
+    fact(
         "phase.frames",
         Unit::Text,
         "The traceback above the failure, innermost frame first, as `file:function` joined by ` < ` (bounded).",

@@ -425,6 +425,9 @@ fn set_phase_facts(facts: &mut Facts, decision: &phase::PhaseDecision, prov: &Pr
     if let Some(e) = decision.epoch {
         facts.set("phase.epoch", e, Some(phase_prov.clone()));
     }
+    if let Some(r) = decision.evaluation_rounds {
+        facts.set("phase.evaluation_rounds", r, Some(phase_prov.clone()));
+    }
     if decision.training_loop {
         facts.set("phase.training_loop", true, Some(phase_prov));
     }

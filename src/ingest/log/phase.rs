@@ -29,6 +29,9 @@ pub struct PhaseDecision {
     pub evidence: Option<String>,
     pub steps_completed: Option<u64>,
     pub epoch: Option<u64>,
+    /// Evaluation rounds the log announced before the failure (`Start validating.`,
+    /// `***** Running Evaluation *****`): each means the training before it had run through.
+    pub evaluation_rounds: Option<u64>,
     /// The log shows a training loop: loss values logged before the failure, or a
     /// training-step function in the traceback. Inference loops have steps too, not these.
     pub training_loop: bool,
@@ -248,6 +251,13 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind").expect("static regex")
 });
+/// A training script announcing an evaluation round, once per round: `Start validating.`,
+/// `Starting evaluation`, Transformers' `***** Running Evaluation *****`, `Running validation`.
+/// Not the progress bars inside a round, which print many lines each.
+static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^[\W_]*(?:start(?:ing|ed)? (?:the )?(?:validat|evaluat)\w*|running (?:evaluation|validation))\b[\W_]*$")
+        .expect("static regex")
+});
 static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d").expect("static regex")
 });
@@ -394,8 +404,13 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let mut epoch = None;
     let mut last_progress_distance: Option<u64> = None;
     let mut saw_loss_log = false;
+    let mut evaluation_rounds = None;
     for (distance, l) in preceding.iter().enumerate() {
         let t = &l.text;
+        if EVALUATION_ROUND.is_match(t) {
+            evaluation_rounds = Some(evaluation_rounds.unwrap_or(0u64) + 1);
+            continue;
+        }
         let mut progress = false;
         // Progress bars of loading, downloading or graph capture are not training steps.
         if NOT_STEPS.is_match(t) {
@@ -450,6 +465,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     });
     let steady = steps.is_some_and(|s| s >= 2)
         || epoch.is_some_and(|e| e >= 1)
+        || evaluation_rounds.is_some_and(|r| r >= 1)
         || saw_loss_log && steps.is_some_and(|s| s >= 2);
 
     // Frames: the outermost-decisive class, in priority order.
@@ -501,6 +517,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 evidence: Some(format!("traceback frame {ev}")),
                 steps_completed: steps,
                 epoch,
+                evaluation_rounds,
                 training_loop,
             };
         }
@@ -522,6 +539,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 evidence: Some(format!("log marker {mark:?}, {distance} lines before")),
                 steps_completed: steps,
                 epoch,
+                evaluation_rounds,
                 training_loop,
             };
         }
@@ -532,12 +550,13 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         return PhaseDecision {
             frames: frames_text.clone(),
             phase: id::STEADY_STATE,
-            evidence: Some(format!(
-                "{} steps completed before the failure",
-                steps.unwrap_or(0)
-            )),
+            evidence: Some(match (steps, evaluation_rounds) {
+                (None, Some(r)) => format!("{r} evaluation rounds completed before the failure"),
+                _ => format!("{} steps completed before the failure", steps.unwrap_or(0)),
+            }),
             steps_completed: steps,
             epoch,
+            evaluation_rounds,
             training_loop,
         };
     }
@@ -548,6 +567,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             evidence: Some("inside the first training step".into()),
             steps_completed: steps,
             epoch,
+            evaluation_rounds,
             training_loop,
         };
     }
@@ -557,6 +577,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         evidence: None,
         steps_completed: steps,
         epoch,
+        evaluation_rounds,
         training_loop,
     }
 }
@@ -670,6 +691,21 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
         let tb = "  File \"/work/train.py\", line 12, in <module>\n    model = AutoModel.from_pretrained(name)\n  File \"/work/train.py\", line 40, in main\n    out = run(batch)";
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// A script that announces each evaluation round but counts no steps: two rounds before
+    /// the failure mean the step had run through twice.
+    #[test]
+    fn evaluation_rounds_count_as_progress() {
+        let log = "Start training.\n...\nStart validating.\n...\nStart training.\n...\nStart validating.\n...\nStart training.\n...";
+        let d = decide(&pre(log), None);
+        assert_eq!(d.evaluation_rounds, Some(2));
+        assert_eq!(d.phase, id::STEADY_STATE, "{:?}", d.evidence);
+        // The progress bar inside a round is not a round.
+        let log = "Validating: 100%|##########| 50/50 [00:03<00:00]\nValidation loss: 0.41";
+        assert_eq!(decide(&pre(log), None).evaluation_rounds, None);
+        let log = "***** Running Evaluation *****\n  Num examples = 500";
+        assert_eq!(decide(&pre(log), None).evaluation_rounds, Some(1));
     }
 
     /// Runtimes that load a model in a constructor: faster-whisper, ONNX Runtime, TensorRT;

@@ -506,6 +506,26 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             }
         }
     }
+    // A paste that keeps only the failing source line above the error: Adam's state in it
+    // (`denom = (exp_avg_sq.sqrt() / ...`) means the optimizer's step was running.
+    if best.is_none() {
+        if let Some(state) = preceding.iter().take(2).find_map(|l| {
+            let t = l.text.trim();
+            (!t.starts_with("File ") && !t.contains("Error"))
+                .then(|| {
+                    ["exp_avg_sq", "exp_avg", "max_exp_avg_sq"]
+                        .into_iter()
+                        .find(|w| t.contains(w))
+                })
+                .flatten()
+        }) {
+            best = Some((
+                0,
+                id::OPTIMIZER_STEP,
+                format!("{state} (the optimizer's state, in the failing source line)"),
+            ));
+        }
+    }
     let training_loop = saw_loss_log || in_training_step;
     // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
     if let Some((_, p, ev)) = &best {
@@ -691,6 +711,15 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
         let tb = "  File \"/work/train.py\", line 12, in <module>\n    model = AutoModel.from_pretrained(name)\n  File \"/work/train.py\", line 40, in main\n    out = run(batch)";
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// Only the failing source line survived the paste: Adam's state names the step.
+    #[test]
+    fn adam_state_in_the_failing_line_is_the_optimizer_step() {
+        let log = "    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)";
+        assert_eq!(decide(&pre(log), None).phase, id::OPTIMIZER_STEP);
+        let log = "    logits = self.lm_head(hidden_states)";
+        assert_eq!(decide(&pre(log), None).phase, id::UNKNOWN);
     }
 
     /// A script that announces each evaluation round but counts no steps: two rounds before

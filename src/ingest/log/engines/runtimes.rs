@@ -125,6 +125,8 @@ static MXNET: LazyLock<Regex> = LazyLock::new(|| {
 pub struct Runtimes;
 
 impl Recognizer for Runtimes {
+    /// One recogniser serves several runtimes: each failure names its own engine, and this id
+    /// is only the recogniser's label.
     fn engine(&self) -> &'static str {
         id::CTRANSLATE2
     }

@@ -127,15 +127,15 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "load_model_weights",
             "reload_model_weights",
             "send_model_to_device",
-            // Runtimes that load a model when it is constructed or deserialised: ONNX
-            // Runtime's session, TensorRT's engine, faster-whisper's model (also as the call
-            // on a user's own source line: `model = WhisperModel("large-v3", ...)`).
             // Sharding or wrapping a model onto the devices before training: FSDP's flat
             // parameters, Accelerate's `prepare_model`, DeepSpeed's engine moving the module.
             "prepare_model",
             "_init_param_handle_from_module",
             "_init_param_handle_from_params",
             "_configure_distributed_model",
+            // Runtimes that load a model when it is constructed or deserialised: ONNX
+            // Runtime's session, TensorRT's engine, faster-whisper's model (also as the call
+            // on a user's own source line: `model = WhisperModel("large-v3", ...)`).
             "_create_inference_session",
             "InferenceSession",
             "deserialize_cuda_engine",
@@ -513,7 +513,8 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             let t = l.text.trim();
             (!t.starts_with("File ") && !t.contains("Error"))
                 .then(|| {
-                    ["exp_avg_sq", "exp_avg", "max_exp_avg_sq"]
+                    // `exp_avg_sq` also covers AMSGrad's `max_exp_avg_sq`.
+                    ["exp_avg_sq", "exp_avg"]
                         .into_iter()
                         .find(|w| t.contains(w))
                 })

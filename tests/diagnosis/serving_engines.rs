@@ -212,3 +212,34 @@ fn max_model_len_fix_never_exceeds_what_the_cache_holds() {
             .any(|f| f.action.contains("--gpu-memory-utilization"))
     );
 }
+
+/// vLLM 0.6.2-0.6.4's `initial_memory_usage` is the whole device's use before the profile
+/// run: beyond this instance's weights it is another process's memory (a second server on
+/// the same GPU); with the weights unknown, contention and the model stay undetermined.
+#[test]
+fn memory_in_use_before_vllm_profiled_is_someone_elses() {
+    let dir = crate::common::tmp_dir("serving", "initial-usage");
+    let profile = "INFO 10-01 11:22:33 worker.py:255] Memory profiling results: total_gpu_memory=79.15GiB initial_memory_usage=68.01GiB peak_torch_memory=70.20GiB memory_usage_post_profile=68.50Gib non_torch_memory=0.50GiB kv_cache_size=0.00GiB gpu_memory_utilization=0.20\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n";
+    let with_weights = dir.join("with-weights.log");
+    std::fs::write(
+        &with_weights,
+        format!("INFO 10-01 11:22:30 model_runner.py:1067] Loading model weights took 9.31 GB\n{profile}"),
+    )
+    .unwrap();
+    let without = dir.join("without-weights.log");
+    std::fs::write(&without, profile).unwrap();
+
+    let d = crate::common::diagnose_files(&[with_weights.to_str().unwrap()]);
+    let i = &d.incidents[0];
+    assert_eq!(i.cause.id(), "memory-contention");
+    assert!(i.determined, "{:?}", i.evidence);
+    let d = crate::common::diagnose_files(&[without.to_str().unwrap()]);
+    let i = &d.incidents[0];
+    assert!(!i.determined);
+    let causes: Vec<&str> = std::iter::once(i.cause.id())
+        .chain(i.alternatives.iter().map(|a| a.cause.id()))
+        .take(2)
+        .collect();
+    assert!(causes.contains(&"memory-contention"), "{causes:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

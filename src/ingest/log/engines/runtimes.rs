@@ -38,7 +38,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::local::{size_bin, span, walk_forward};
-use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
+use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id, join_whole};
 use crate::facts::units::parse_number;
 
 /// CTranslate2's `THROW_RUNTIME_ERROR("CUDA failed with error " + cudaGetErrorString(...))`.
@@ -275,7 +275,8 @@ impl Recognizer for Runtimes {
             }
             return;
         }
-        if let Some(c) = PADDLE.captures(text) {
+        if let Some((whole, used)) = whole_message(line, "Out of memory error on GPU", &PADDLE) {
+            let c = PADDLE.captures(&whole).expect("whole_message matched");
             let mut f = device_oom(id::PADDLE, "paddle");
             if let Some(d) = c.name("dev").and_then(|m| m.as_str().parse().ok()) {
                 f.device = Some(d);
@@ -292,11 +293,14 @@ impl Recognizer for Runtimes {
                     }
                 }
             }
+            drop(c);
+            joined_text(&mut f, whole, used, out);
             out.engine(id::PADDLE);
             out.failure(f);
             return;
         }
-        if let Some(c) = CUPY.captures(text) {
+        if let Some((whole, used)) = whole_message(line, "Out of memory allocating", &CUPY) {
+            let c = CUPY.captures(&whole).expect("whole_message matched");
             let mut f = device_oom(id::CUPY, "cupy-pool");
             for (fact, n) in [
                 ("oom.requested_bytes", "req"),
@@ -308,6 +312,8 @@ impl Recognizer for Runtimes {
                     }
                 }
             }
+            drop(c);
+            joined_text(&mut f, whole, used, out);
             out.engine(id::CUPY);
             out.failure(f);
             return;
@@ -340,6 +346,27 @@ impl Recognizer for Runtimes {
             out.engine(id::MXNET);
             out.failure(device_oom(id::MXNET, "mxnet"));
         }
+    }
+}
+
+/// A message with numbers, whole: the line itself, or the line joined with the pieces a hard
+/// wrap (a terminal, a paste at 100 columns) cut off it. `head` is the words that start it.
+fn whole_message(line: &Line<'_>, head: &str, re: &Regex) -> Option<(String, u32)> {
+    if !line.text.contains(head) {
+        return None;
+    }
+    if re.is_match(line.text) {
+        return Some((line.text.to_string(), 0));
+    }
+    join_whole(line, |t| re.is_match(t), |_| false)
+}
+
+/// A failure read from a joined message keeps that text (its facts' spans point into it) and
+/// consumes the pieces.
+fn joined_text(f: &mut Failure, whole: String, used: u32, out: &mut Emit) {
+    if used > 0 {
+        f.text = Some(whole);
+        out.consume(used);
     }
 }
 
@@ -537,6 +564,23 @@ mod tests {
         let f = failure(&out);
         assert_eq!(f.device, Some(2));
         assert!(f.get("oom.allocated_bytes").is_none());
+    }
+
+    /// Hard-wrapped at 100 columns: the numbers are on the next piece.
+    #[test]
+    fn paddle_message_cut_by_a_wrap() {
+        let text = "Out of memory error on GPU 0. Cannot allocate 2.343750GB memory on GPU 0, 21.402954GB memory has b";
+        let input = InputName::from("t.log");
+        let meta = LineMeta::default();
+        let mut line = Line::standalone(&input, 1, text, &meta);
+        line.after = b"een allocated and available memory is only 1.082031GB.\n";
+        let mut out = Emit::default();
+        out.begin_line(&line);
+        Runtimes.recognize(&line, &mut out);
+        let f = failure(&out);
+        let free = num(f, "oom.free_bytes").expect("free bytes");
+        assert!((free - 1.082031 * 1073741824.0).abs() < 1.0, "{free}");
+        assert_eq!(out.consumed, 1);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Host-memory failures that any engine's process can show: a DataLoader worker killed, a
-//! shared-memory (`/dev/shm`) bus error, a process killed by SIGKILL (`Killed`, exit 137).
+//! shared-memory (`/dev/shm`) bus error, a process killed by SIGKILL (`Killed`, exit 137),
+//! and Python's own failed host allocations (`OSError: [Errno 12] Cannot allocate memory`
+//! from `fork`/`mmap`, NumPy's `Unable to allocate 3.20 GiB for an array`, `MemoryError`).
 //!
 //! This module also owns the `host.*` fact namespace. The kernel OOM killer, systemd-oomd,
 //! cgroups, Kubernetes and Ray recognisers fill the same facts from their own messages, so
@@ -27,6 +29,15 @@ static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
+});
+/// Python's failed host allocations, at the start of the exception line: ENOMEM from the
+/// kernel (`OSError: [Errno 12] Cannot allocate memory`, a `fork` of a large process or an
+/// `mmap`), NumPy's `_ArrayMemoryError: Unable to allocate 3.20 GiB for an array with shape
+/// (...)`, and a bare `MemoryError` (`torch.cuda.OutOfMemoryError` is a device failure and
+/// does not start with it).
+static PY_HOST_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:[\w.]+\.)?(?:OSError: \[Errno 12\] Cannot allocate memory|_ArrayMemoryError: Unable to allocate (?P<req>\d+(?:\.\d+)?\s*[KMGTP]?i?B)|MemoryError(?:\s*$|: (?:Unable to allocate|std::bad_alloc|$)))")
+        .expect("static regex")
 });
 static NUM_WORKERS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
@@ -56,6 +67,8 @@ impl Recognizer for Host {
             "exitcode: -9",
             "exit code:",
             "num_workers",
+            "Errno 12",
+            "MemoryError",
         ]
     }
 
@@ -66,6 +79,20 @@ impl Recognizer for Host {
             if let Ok(n) = m.as_str().parse::<u32>() {
                 out.fact("host.dataloader_workers", n, Some((m.start(), m.end())));
             }
+        }
+        if let Some(c) = PY_HOST_ALLOC.captures(text.trim_end()) {
+            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            f.fact("host.killer", "allocator", None);
+            if let Some(m) = c.name("req") {
+                if let Some(b) = crate::facts::units::parse_size(
+                    m.as_str(),
+                    crate::facts::units::SiBase::Binary,
+                ) {
+                    f.fact("host.requested_bytes", b, Some((m.start(), m.end())));
+                }
+            }
+            out.failure(f);
+            return;
         }
         if SHM.is_match(text) {
             let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
@@ -218,6 +245,21 @@ mod tests {
         // `docker ps -a`
         assert!(failure("4f1e2d9a0b7c   vllm/vllm-openai:latest   \"python3 -m vllm.ent…\"   3 minutes ago   Exited (137) 2 minutes ago             vllm").is_some());
         assert!(failure("Killed 3 zombie workers during cleanup").is_none());
+        // Python's own failed host allocations.
+        let f = failure("OSError: [Errno 12] Cannot allocate memory").unwrap();
+        assert_eq!(
+            f.get("host.killer").and_then(Value::as_str),
+            Some("allocator")
+        );
+        let f = failure("numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.20 GiB for an array with shape (429496730,) and data type float64").unwrap();
+        assert_eq!(
+            f.get("host.requested_bytes").and_then(Value::as_f64),
+            Some(3.2 * 1024.0 * 1024.0 * 1024.0_f64).map(|b| b.round())
+        );
+        assert!(failure("MemoryError").is_some());
+        assert!(failure("torch.cuda.OutOfMemoryError: CUDA out of memory.").is_none());
+        assert!(failure("    except MemoryError:").is_none());
+        assert!(failure("OSError: [Errno 28] No space left on device").is_none());
         // Job control, and a `Killed` glued to the last redraw of a progress bar.
         let f = failure("[1]  + 14875 killed     python main.py --bs 32").expect("job control");
         assert_eq!(

@@ -164,6 +164,9 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "_init_group",
             "optimizer_step",
             "_fused_adamw",
+            // DeepSpeed's engine stepping its ZeRO optimizer (`engine.step()` ->
+            // `_take_model_step` -> `optimizer.step()`).
+            "_take_model_step",
         ],
         files: &["torch/optim/", "torch\\optim\\", "bitsandbytes/optim"],
     },
@@ -471,6 +474,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // Frames: the outermost-decisive class, in priority order.
     let mut best: Option<(usize, &'static str, String)> = None;
     let mut in_training_step = false;
+    let mut in_optimizer_step = false;
     for (file, func) in &frames {
         if STEP_FUNCTIONS.contains(&func.as_str()) {
             in_training_step = true;
@@ -480,6 +484,14 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             // training step (Lightning's automatic optimisation, LBFGS) wraps the forward:
             // with the step function inside it, the failure is in the step, not the update.
             if p == id::OPTIMIZER_STEP && in_training_step {
+                continue;
+            }
+            // The reverse nesting: a `backward` that steps the optimizer itself
+            // (Accelerate's DeepSpeed `backward` calls `engine.step()`; optimizers run in
+            // backward hooks) failed in the step it called, not in autograd.
+            if p == id::OPTIMIZER_STEP {
+                in_optimizer_step = true;
+            } else if p == id::BACKWARD && in_optimizer_step {
                 continue;
             }
             let rank = FRAME_CLASSES
@@ -691,6 +703,17 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
         let tb = "  File \"/work/data.py\", line 10, in convert\n    return t.to(device)";
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// Accelerate's DeepSpeed `backward` steps the engine: the failure is in the step.
+    #[test]
+    fn an_optimizer_step_called_from_backward_is_the_step() {
+        let tb = "  File \"/env/site-packages/accelerate/accelerator.py\", line 1983, in backward\n    self.deepspeed_engine_wrapped.backward(loss, **kwargs)\n  File \"/env/site-packages/accelerate/utils/deepspeed.py\", line 176, in backward\n    self.engine.step()\n  File \"/env/site-packages/deepspeed/runtime/engine.py\", line 2087, in step\n    self._take_model_step(lr_kwargs)\n  File \"/env/site-packages/deepspeed/runtime/engine.py\", line 1994, in _take_model_step\n    self.optimizer.step()";
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::OPTIMIZER_STEP, "{:?}", d.evidence);
+        // Autograd inside an optimizer's closure stays the step's caller's business.
+        let tb = "  File \"/work/train.py\", line 40, in main\n    loss.backward()\n  File \"/env/site-packages/torch/_tensor.py\", line 521, in backward\n    torch.autograd.backward(";
+        assert_eq!(decide(&pre(tb), None).phase, id::BACKWARD);
     }
 
     /// Only the user's own frame: its source line shows the call that failed.

@@ -416,10 +416,48 @@ fn llamacpp_fit(f: &mut Facts) {
     }
 }
 
+/// What Ollama kept in system RAM: the layout lines' CPU parts when it printed them (0.11.5+),
+/// else, when the estimate offloaded only some layers, its full need less the GPU part.
+fn ollama_ram_part(f: &mut Facts) {
+    let cpu: Vec<&str> = ["ollama.weights_cpu_bytes", "ollama.kv_cpu_bytes"]
+        .into_iter()
+        .filter(|n| f.num(n).is_some())
+        .collect();
+    if !cpu.is_empty() {
+        let sum: f64 = cpu.iter().filter_map(|n| f.num(n)).sum();
+        if sum > 0.0 {
+            f.derive("ollama.ram_part_bytes", sum, &cpu);
+        }
+        return;
+    }
+    let partial_offload = matches!(
+        (f.num("ollama.layers_offload"), f.num("ollama.layers_model")),
+        (Some(o), Some(m)) if o < m
+    );
+    if let (true, Some(full), Some(gpu)) = (
+        partial_offload,
+        f.num("ollama.memory_required_full_bytes"),
+        f.num("ollama.memory_required_partial_bytes"),
+    ) {
+        if full > gpu {
+            f.derive(
+                "ollama.ram_part_bytes",
+                full - gpu,
+                &[
+                    "ollama.memory_required_full_bytes",
+                    "ollama.memory_required_partial_bytes",
+                    "ollama.layers_offload",
+                ],
+            );
+        }
+    }
+}
+
 /// Ollama: num_ctx that fits, from the runner's llama.cpp numbers when it printed them, else
 /// from Ollama's own estimate (KV = num_ctx × parallel tokens). For a refused load, the
 /// system-memory shortfall.
 fn ollama_fit(f: &mut Facts) {
+    ollama_ram_part(f);
     if let (Some(req), Some(avail)) = (
         f.num("ollama.system_required_bytes"),
         f.num("ollama.system_available_bytes"),

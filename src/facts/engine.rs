@@ -31,6 +31,9 @@ pub mod id {
     pub const ONNXRUNTIME: &str = "onnxruntime";
     pub const TENSORRT: &str = "tensorrt";
     pub const LMDEPLOY: &str = "lmdeploy";
+    /// ExLlamaV2 and the servers and UIs built on it (TabbyAPI, ExUI, text-generation-webui's
+    /// ExLlamav2 loader).
+    pub const EXLLAMAV2: &str = "exllamav2";
     pub const PADDLE: &str = "paddle";
     pub const CUPY: &str = "cupy";
     pub const RAPIDS: &str = "rapids";

@@ -19,6 +19,7 @@ use crate::incident::Incident;
 /// Settles an incident's phase from the readings its fused facts hold.
 pub fn settle_phase(inc: &mut Incident) {
     let snapshot_steps = steps_from_snapshot(inc);
+    context_after_weights(inc);
     if let Some(p) = inc.facts.str("phase").and_then(phase::canonical) {
         if p != id::UNKNOWN {
             inc.phase = p;
@@ -55,6 +56,34 @@ pub fn settle_phase(inc: &mut Incident) {
         record(inc, "phase.evidence", &why, source);
         inc.phase = p;
     }
+}
+
+/// llama.cpp (and Ollama's runner) allocate the KV cache and the compute buffers when they
+/// create the context, after every weight is in place. A loading marker (`load_tensors:`)
+/// is the latest the log printed when a paste leaves out the context's own lines, but a
+/// failed allocation that names itself KV cache or compute buffer says the weights were
+/// loaded: the phase is the engine's start-up. Frames from a traceback are left alone.
+fn context_after_weights(inc: &mut Incident) {
+    let by_frames = inc
+        .facts
+        .str("phase.evidence")
+        .is_some_and(|e| e.starts_with("traceback frame"));
+    let kind = inc.facts.str("llamacpp.alloc_kind").unwrap_or("");
+    let what = match kind {
+        "kv" => "the KV cache",
+        "compute" => "a compute buffer",
+        "output" => "the output buffer",
+        _ => return,
+    };
+    if by_frames || inc.facts.str("phase") != Some(id::MODEL_LOAD) {
+        return;
+    }
+    let why = format!(
+        "the failed allocation was {what}, which is allocated when the context is created, after the weights are loaded"
+    );
+    record(inc, "phase", id::ENGINE_STARTUP, "llamacpp.alloc_kind");
+    record(inc, "phase.evidence", &why, "llamacpp.alloc_kind");
+    inc.phase = id::ENGINE_STARTUP;
 }
 
 /// Steps the snapshot counted by the step annotations PyTorch records (`Optimizer.step#`,

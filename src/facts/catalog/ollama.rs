@@ -141,6 +141,16 @@ pub const FACTS: &[FactDef] = &[
         "System memory available to it (`... than is available (Y)`).",
     ),
     fact(
+        "ollama.ram_part_bytes",
+        Unit::Bytes,
+        "Derived: what Ollama kept in system RAM: the CPU part of the layout lines (weights and KV cache), or, when only some layers were offloaded, the estimate's full need less its GPU part.",
+    ),
+    fact(
+        "ollama.connection_lost",
+        Unit::Flag,
+        "The client lost the runner mid-request (`Error: Post \".../api/generate\": EOF`) with no reason given.",
+    ),
+    fact(
         "ollama.kv_quant_ignored",
         Unit::Flag,
         "Ollama warned that the quantized KV cache was ignored (flash attention off or unsupported).",

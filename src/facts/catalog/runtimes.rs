@@ -7,6 +7,11 @@ use crate::facts::evidence::Unit;
 /// Facts read from CTranslate2's and ONNX Runtime's logs and the code pasted with them.
 pub const FACTS: &[FactDef] = &[
     fact(
+        "oom.cache_with_weights",
+        Unit::Flag,
+        "The engine allocates its KV cache together with the weights as it loads them (ExLlamaV2's autosplit): a failure while loading is the weights and the cache together, not the weights alone.",
+    ),
+    fact(
         "ct2.compute_type",
         Unit::Text,
         "CTranslate2's compute_type (faster-whisper's `compute_type=`, `--compute_type`): the precision its weights are loaded and run in (float32, float16, int8_float16, int8, ...).",

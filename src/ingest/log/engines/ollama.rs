@@ -43,6 +43,19 @@ static VERSION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\(version (?P<v>[\w.+-]+)\)").expect("static regex"));
 static ENV_MAP: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?P<k>OLLAMA_[A-Z_]+):(?P<v>[^\s\]]*)").expect("static regex"));
+/// The client's view of a runner that died mid-request: the CLI's
+/// `Error: Post "http://127.0.0.1:11434/api/generate": EOF` (also `/api/chat`, `/api/embed`),
+/// the server's `an error was encountered while running the model: unexpected EOF`.
+static CONNECTION_LOST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"Post "https?://[^"\s]*/api/(?:generate|chat|embed|embeddings)":\s*(?:unexpected )?EOF\b"#)
+        .expect("static regex")
+});
+/// A runner's own reason to stop that is not memory: a client's EOF next to one of these is
+/// that error, not a kill.
+static RUNNER_NOT_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)error loading model|unknown model architecture|exit status \d|panic:|SIGSEGV|SIGABRT|segmentation fault|illegal memory access|unsupported|invalid model|no such file")
+        .expect("static regex")
+});
 /// Memory words in a runner error that make it an OOM.
 static OOM_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)out of memory|out of device memory|malloc failed|failed to allocate|unable to allocate|allocation failed|not enough memory|insufficient memory|erroroutofdevicememory|erroroutofmemory")
@@ -70,6 +83,7 @@ impl Recognizer for Ollama {
             "ollama runner",
             "ollama_llama_server",
             "KvSize:",
+            "\": EOF",
         ]
     }
 
@@ -104,10 +118,18 @@ impl Recognizer for Ollama {
             out.failure(f);
             return;
         }
+        if CONNECTION_LOST.is_match(text) {
+            connection_lost(line, out);
+            return;
+        }
         if let Some(c) = RUNNER_TERMINATED.captures(text) {
             out.engine(id::OLLAMA);
             let err = c.name("err").expect("group err");
             let e = err.as_str().trim();
+            if matches!(e, "EOF" | "unexpected EOF") {
+                connection_lost(line, out);
+                return;
+            }
             out.fact("ollama.runner_error", e.to_string(), span(&err));
             if e.contains("signal: killed") {
                 let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
@@ -585,6 +607,35 @@ fn load_request(text: &str, out: &mut Emit) {
 }
 
 /// What an error text from the runner says was being allocated.
+/// The runner's connection dropped mid-request with no reason given. On Linux that is
+/// nearly always the kernel or a cgroup killing it for memory (the runner holds the part of
+/// the model that did not fit on the GPU in RAM); the diagnosis weighs that part against
+/// the free RAM the server logged. A runner error nearby that is not memory (a crash, a
+/// model it cannot load) is the reason instead, and the EOF is no failure of ours; a memory
+/// error nearby is read by its own line, and this one only restates it.
+fn connection_lost(line: &Line<'_>, out: &mut Emit) {
+    let nearby = line.preceding(40).into_iter().chain(line.following(40));
+    let mut memory_reason = false;
+    for l in nearby {
+        let Some(c) = RUNNER_TERMINATED.captures(&l.text) else {
+            continue;
+        };
+        let e = c.name("err").map_or("", |m| m.as_str());
+        if OOM_WORDS.is_match(e) || e.contains("signal: killed") {
+            memory_reason = true;
+        } else if RUNNER_NOT_MEMORY.is_match(e) {
+            return;
+        }
+    }
+    out.engine(id::OLLAMA);
+    let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
+    f.fact("host.killer", "unknown", None)
+        .fact("host.victim_name", "ollama runner", None)
+        .fact("ollama.connection_lost", true, None);
+    f.wrapper = memory_reason;
+    out.failure(f);
+}
+
 fn runner_kind(e: &str) -> &'static str {
     let l = e.to_ascii_lowercase();
     if l.contains("kv cache") {
@@ -846,6 +897,20 @@ mod tests {
         assert_eq!(f.kind, "host-oom");
         assert!(!f.wrapper);
         assert!(failure(r#"msg="error loading llama server" error="llama runner process has terminated: exit status 2""#).is_none());
+        // The client's view of a runner that died mid-request: a host failure whose reason
+        // the diagnosis weighs (a lone line has no runner error nearby to explain it).
+        for lost in [
+            r#"Error: Post "http://127.0.0.1:11434/api/generate": EOF"#,
+            r#"Error: Post "http://localhost:11434/api/chat": unexpected EOF"#,
+            r#"level=ERROR source=routes.go:1 msg="an error was encountered while running the model: unexpected EOF""#,
+        ] {
+            let f = failure(lost).unwrap_or_else(|| panic!("{lost}"));
+            assert_eq!(f.kind, "host-oom", "{lost}");
+            assert_eq!(f.get("ollama.connection_lost"), Some(&Value::Bool(true)));
+            assert!(!f.wrapper, "{lost}");
+        }
+        // The server's access log of the same request is no failure.
+        assert!(failure(r#"[GIN] 2025/03/03 - 21:15:20 | 500 | 1m17s | 127.0.0.1 | POST "/api/chat""#).is_none());
         assert!(failure(r#"msg="error loading llama server" error="llama runner process has terminated: error loading model: unknown model architecture: 'x'""#).is_none());
         let f = failure("Error: memory layout cannot be allocated with num_gpu = 60").unwrap();
         assert_eq!(f.get("ollama.num_gpu").and_then(Value::as_f64), Some(60.0));

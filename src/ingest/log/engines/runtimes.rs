@@ -18,6 +18,9 @@
 //! - LMDeploy (TurboMind): `RuntimeError: [TM][ERROR] CUDA runtime error: out of memory
 //!   /lmdeploy/src/turbomind/utils/allocator.h:231`; configuration `cache_max_entry_count`
 //!   (the share of memory its KV cache takes at start-up) and `session_len`;
+//! - ExLlamaV2: `RuntimeError: Insufficient VRAM for model and cache`, raised by
+//!   `load_autosplit` when the layers and the cache it allocates with them (sized by
+//!   `max_seq_len`, the model's own context length unless set) overflow the last device;
 //! - PaddlePaddle: `Out of memory error on GPU 0. Cannot allocate 1.17GB memory on GPU 0,
 //!   14.75GB memory has been allocated and available memory is only 27.75MB.` (its advice
 //!   below, "check whether there is any other process ... decrease the batch size", is
@@ -95,6 +98,9 @@ static TRT_REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Requested amount of GPU memory \((?P<req>\d+) bytes\) could not be allocated")
         .expect("static regex")
 });
+static EXL2_NO_ROOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|Error: )Insufficient VRAM for model and cache").expect("static regex")
+});
 /// Paddle 2.x (`..., 14.75GB memory has been allocated and available memory is only 27.75MB.`)
 /// and 1.x (`..., available memory is only 171.5MB.`, no allocated figure).
 static PADDLE: LazyLock<Regex> = LazyLock::new(|| {
@@ -152,6 +158,8 @@ impl Recognizer for Runtimes {
             "arena_extend_strategy",
             // LMDeploy.
             "[TM][ERROR]",
+            // ExLlamaV2.
+            "Insufficient VRAM for model and cache",
             "cache_max_entry_count",
             "cache-max-entry-count",
             // TensorRT.
@@ -241,6 +249,13 @@ impl Recognizer for Runtimes {
         if TURBOMIND_OOM.is_match(text) {
             out.engine(id::LMDEPLOY);
             out.failure(device_oom(id::LMDEPLOY, "turbomind"));
+            return;
+        }
+        if EXL2_NO_ROOM.is_match(text) {
+            out.engine(id::EXLLAMAV2);
+            let mut f = device_oom(id::EXLLAMAV2, "exllamav2-autosplit");
+            f.fact("oom.cache_with_weights", true, None);
+            out.failure(f);
             return;
         }
         if let Some(c) = LMDEPLOY_KV_SHARE.captures(text) {
@@ -488,6 +503,9 @@ mod tests {
             "RuntimeError: [TM][ERROR] CUDA runtime error: out of memory /lmdeploy/src/turbomind/utils/allocator.h:231",
         );
         assert_eq!(failure(&out).engine, id::LMDEPLOY);
+        let out = run("RuntimeError: Insufficient VRAM for model and cache");
+        assert_eq!(failure(&out).engine, id::EXLLAMAV2);
+        assert_eq!(failure(&out).kind, "device-oom");
         for text in [
             "backend_config = TurbomindEngineConfig(cache_max_entry_count=0.2)",
             "lmdeploy serve api_server internlm/internlm2-chat-7b --cache-max-entry-count 0.2",

@@ -6,6 +6,21 @@ use crate::facts::evidence::Unit;
 /// Facts read from a pasted process table.
 pub const FACTS: &[FactDef] = &[
     fact(
+        "smi.query_used_bytes",
+        Unit::Bytes,
+        "memory.used of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed.",
+    ),
+    fact(
+        "smi.query_total_bytes",
+        Unit::Bytes,
+        "memory.total of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed.",
+    ),
+    fact(
+        "smi.used_before_start_bytes",
+        Unit::Bytes,
+        "Device memory in use before the failing program started: an `nvidia-smi` query printed before its start-up lines (another process's, since this one did not exist yet).",
+    ),
+    fact(
         "smi.busiest_gpu",
         Unit::Count,
         "The GPU with the most processes in a pasted `nvidia-smi` process table.",

@@ -162,7 +162,10 @@ impl LogAnalyzer {
                     self.restarts += u32::from(!self.incidents.is_empty() || self.run > 0);
                     self.run += 1;
                 }
-                self.context = Facts::new();
+                // What the device held before this start is the one thing the old context
+                // still says about the new run: memory in use before it existed is someone
+                // else's (`nvidia-smi --query-gpu` run before the launch).
+                self.context = device_use_before_start(&self.context);
                 self.context_engine = None;
                 self.marker = None;
             }
@@ -404,6 +407,21 @@ impl LogAnalyzer {
             signature,
         });
     }
+}
+
+/// The facts a program's start keeps from the context before it: an `nvidia-smi` query's
+/// reading of the device, which then is the memory in use before this run existed.
+fn device_use_before_start(old: &Facts) -> Facts {
+    let mut kept = Facts::new();
+    for (from, to) in [
+        ("smi.query_used_bytes", "smi.used_before_start_bytes"),
+        ("smi.query_total_bytes", "smi.query_total_bytes"),
+    ] {
+        if let Some(f) = old.get(from) {
+            kept.set(to, f.value.clone(), f.sources.first().cloned());
+        }
+    }
+    kept
 }
 
 /// Records a phase decision as facts, with the failure line as their source.

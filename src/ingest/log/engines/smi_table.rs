@@ -10,6 +10,12 @@
 //! |    0     32317      C   python                                      7773MiB |
 //! |    0   N/A  N/A     32317      C   python                            7773MiB |
 //! ```
+//!
+//! Also its query form, run before a launch to show the device is busy
+//! (`nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv[,noheader]`): the fields
+//! come from the command line, the rows follow it. One GPU's row is read as that device's
+//! use and size; a query printed before the engine starts is memory someone else held (see
+//! `grouping`, which keeps it across the start).
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -20,6 +26,13 @@ use super::local::walk_forward;
 use super::{Emit, Line, Recognizer, id};
 use crate::ingest::log::clean::clean_line;
 
+/// `--query-gpu=name,memory.used,memory.total` (also `--query-gpu name,...`).
+static QUERY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"nvidia-smi\b.*--query-gpu[=\s]\s*(?P<fields>[\w.,]+)").expect("static regex")
+});
+/// A value of the CSV output: `3578 MiB`, `8188 MiB`, or bare with `nounits`.
+static MIB_VALUE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$").expect("static regex"));
 static ROW: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")
         .expect("static regex")
@@ -34,10 +47,14 @@ impl Recognizer for SmiTable {
     }
 
     fn anchors(&self) -> &'static [&'static str] {
-        &["| Processes:", "|  Processes:"]
+        &["| Processes:", "|  Processes:", "--query-gpu"]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        if let Some(c) = QUERY.captures(line.text) {
+            query_rows(line, &c["fields"], out);
+            return;
+        }
         // GPU index -> (processes, MiB of each).
         let mut gpus: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
         let mut misses = 0;
@@ -76,6 +93,51 @@ impl Recognizer for SmiTable {
     }
 }
 
+/// The rows under a `--query-gpu` command: with one GPU's row, its `memory.used` and
+/// `memory.total` (MiB). Several rows say nothing about which GPU the engine used.
+fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
+    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
+    let used_at = fields.iter().position(|f| *f == "memory.used");
+    let total_at = fields.iter().position(|f| *f == "memory.total");
+    if used_at.is_none() && total_at.is_none() {
+        return;
+    }
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut seen = 0;
+    walk_forward(line, 12, |raw| {
+        seen += 1;
+        let cleaned = clean_line(raw.as_bytes());
+        let cells: Vec<String> = cleaned
+            .text
+            .split(',')
+            .map(|c| c.trim().to_string())
+            .collect();
+        if cells.len() != fields.len() {
+            // Nothing but the header may come before the rows.
+            return rows.is_empty() && seen == 1 && cleaned.text.contains("memory.");
+        }
+        if cells.iter().any(|c| c.starts_with("memory.")) {
+            return rows.is_empty();
+        }
+        rows.push(cells);
+        true
+    });
+    let [row] = &rows[..] else {
+        return;
+    };
+    let mib = |at: Option<usize>| {
+        at.and_then(|i| MIB_VALUE.captures(&row[i]))
+            .and_then(|c| c["n"].parse::<f64>().ok())
+            .map(|m| m * 1048576.0)
+    };
+    if let Some(b) = mib(used_at) {
+        out.fact("smi.query_used_bytes", b, None);
+    }
+    if let Some(b) = mib(total_at) {
+        out.fact("smi.query_total_bytes", b, None);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -101,6 +163,43 @@ mod tests {
             assert_eq!(
                 f.num("smi.busiest_gpu_second_bytes"),
                 Some(217.0 * 1048576.0)
+            );
+        }
+    }
+
+    /// A query run before the launch: the device's use then is someone else's memory, kept
+    /// across the engine's start; several GPUs' rows say nothing about the one used.
+    #[test]
+    fn query_before_the_start() {
+        let input: InputName = Arc::from("t.log");
+        for (query, used) in [
+            (
+                "$ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader\nNVIDIA GeForce RTX 4060 Ti, 3578 MiB, 8188 MiB\n",
+                Some(3578.0),
+            ),
+            (
+                "$ nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv\nindex, memory.used [MiB], memory.total [MiB]\n0, 14352 MiB, 24564 MiB\n",
+                Some(14352.0),
+            ),
+            (
+                "$ nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits\n812, 81559\n",
+                Some(812.0),
+            ),
+            (
+                "$ nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader\n3578 MiB, 8188 MiB\n20100 MiB, 24564 MiB\n",
+                None,
+            ),
+        ] {
+            let log = format!(
+                "{query}INFO 06-04 14:31:05 [api_server.py:1289] vLLM API server version 0.9.0.1\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+            );
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            assert_eq!(ev.incidents.len(), 1, "{log}");
+            let f = &ev.incidents[0].facts;
+            assert_eq!(
+                f.num("smi.used_before_start_bytes"),
+                used.map(|m| m * 1048576.0),
+                "{log}"
             );
         }
     }

@@ -147,6 +147,9 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
         ),
         // torchrun / accelerate: `[rank0]: `, `[rank 3]:`, `[default0]:`, `[RANK 0] `
         p(r"^\[(?:rank|RANK|default)\s*(?P<rank>[0-9]+)\]:?\s*"),
+        // Slurm's `srun --label`: `5: torch.cuda.OutOfMemoryError: ...` (the task number, a
+        // colon and one space; a timestamp's `12:34` has no space after its colon).
+        p(r"^(?P<rank>[0-9]{1,4}): "),
         // SGLang: `[2025-01-01 12:00:00 TP0] `, `[2025-01-01 12:00:00 DP1 TP3] `
         p(
             r"^\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?)(?:\s+(?:DP|PP|EP)[0-9]+)*(?:\s+TP(?P<rank>[0-9]+))?(?:\s+(?:DP|PP|EP)[0-9]+)*\]\s*",
@@ -463,6 +466,10 @@ mod tests {
         let c = clean("[rank3]: torch.OutOfMemoryError: CUDA out of memory.");
         assert_eq!(c.meta.rank, Some(3));
         assert_eq!(c.text, "torch.OutOfMemoryError: CUDA out of memory.");
+        let c = clean("5:     Variable._execution_engine.run_backward(");
+        assert_eq!(c.meta.rank, Some(5));
+        assert_eq!(c.text, "Variable._execution_engine.run_backward(");
+        assert_eq!(clean("12:34:56 step 3").meta.rank, None);
 
         let c = clean("INFO 04-28 04:07:49 worker.py:232] Memory profiling takes 3.2 seconds");
         assert_eq!(c.text, "Memory profiling takes 3.2 seconds");

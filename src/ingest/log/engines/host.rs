@@ -84,10 +84,9 @@ impl Recognizer for Host {
             let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
             f.fact("host.killer", "allocator", None);
             if let Some(m) = c.name("req") {
-                if let Some(b) = crate::facts::units::parse_size(
-                    m.as_str(),
-                    crate::facts::units::SiBase::Binary,
-                ) {
+                if let Some(b) =
+                    crate::facts::units::parse_size(m.as_str(), crate::facts::units::SiBase::Binary)
+                {
                     f.fact("host.requested_bytes", b, Some((m.start(), m.end())));
                 }
             }

@@ -910,7 +910,10 @@ mod tests {
             assert!(!f.wrapper, "{lost}");
         }
         // The server's access log of the same request is no failure.
-        assert!(failure(r#"[GIN] 2025/03/03 - 21:15:20 | 500 | 1m17s | 127.0.0.1 | POST "/api/chat""#).is_none());
+        assert!(
+            failure(r#"[GIN] 2025/03/03 - 21:15:20 | 500 | 1m17s | 127.0.0.1 | POST "/api/chat""#)
+                .is_none()
+        );
         assert!(failure(r#"msg="error loading llama server" error="llama runner process has terminated: error loading model: unknown model architecture: 'x'""#).is_none());
         let f = failure("Error: memory layout cannot be allocated with num_gpu = 60").unwrap();
         assert_eq!(f.get("ollama.num_gpu").and_then(Value::as_f64), Some(60.0));

@@ -711,7 +711,7 @@ Traceback (most recent call last):
         let tb = "  File \"/env/site-packages/accelerate/accelerator.py\", line 1983, in backward\n    self.deepspeed_engine_wrapped.backward(loss, **kwargs)\n  File \"/env/site-packages/accelerate/utils/deepspeed.py\", line 176, in backward\n    self.engine.step()\n  File \"/env/site-packages/deepspeed/runtime/engine.py\", line 2087, in step\n    self._take_model_step(lr_kwargs)\n  File \"/env/site-packages/deepspeed/runtime/engine.py\", line 1994, in _take_model_step\n    self.optimizer.step()";
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::OPTIMIZER_STEP, "{:?}", d.evidence);
-        // Autograd inside an optimizer's closure stays the step's caller's business.
+        // A backward with no optimizer step inside it stays the backward pass.
         let tb = "  File \"/work/train.py\", line 40, in main\n    loss.backward()\n  File \"/env/site-packages/torch/_tensor.py\", line 521, in backward\n    torch.autograd.backward(";
         assert_eq!(decide(&pre(tb), None).phase, id::BACKWARD);
     }

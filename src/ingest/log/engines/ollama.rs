@@ -50,12 +50,6 @@ static CONNECTION_LOST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r#"Post "https?://[^"\s]*/api/(?:generate|chat|embed|embeddings)":\s*(?:unexpected )?EOF\b"#)
         .expect("static regex")
 });
-/// A runner's own reason to stop that is not memory: a client's EOF next to one of these is
-/// that error, not a kill.
-static RUNNER_NOT_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)error loading model|unknown model architecture|exit status \d|panic:|SIGSEGV|SIGABRT|segmentation fault|illegal memory access|unsupported|invalid model|no such file")
-        .expect("static regex")
-});
 /// Memory words in a runner error that make it an OOM.
 static OOM_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)out of memory|out of device memory|malloc failed|failed to allocate|unable to allocate|allocation failed|not enough memory|insufficient memory|erroroutofdevicememory|erroroutofmemory")
@@ -610,29 +604,19 @@ fn load_request(text: &str, out: &mut Emit) {
 /// The runner's connection dropped mid-request with no reason given. On Linux that is
 /// nearly always the kernel or a cgroup killing it for memory (the runner holds the part of
 /// the model that did not fit on the GPU in RAM); the diagnosis weighs that part against
-/// the free RAM the server logged. A runner error nearby that is not memory (a crash, a
-/// model it cannot load) is the reason instead, and the EOF is no failure of ours; a memory
-/// error nearby is read by its own line, and this one only restates it.
+/// the free RAM the server logged. A runner error nearby is the reason instead: a memory
+/// error is read from its own line, and anything else (a crash, a model it cannot load)
+/// makes the EOF no failure of ours.
 fn connection_lost(line: &Line<'_>, out: &mut Emit) {
-    let nearby = line.preceding(40).into_iter().chain(line.following(40));
-    let mut memory_reason = false;
-    for l in nearby {
-        let Some(c) = RUNNER_TERMINATED.captures(&l.text) else {
-            continue;
-        };
-        let e = c.name("err").map_or("", |m| m.as_str());
-        if OOM_WORDS.is_match(e) || e.contains("signal: killed") {
-            memory_reason = true;
-        } else if RUNNER_NOT_MEMORY.is_match(e) {
-            return;
-        }
+    let mut nearby = line.preceding(40).into_iter().chain(line.following(40));
+    if nearby.any(|l| RUNNER_TERMINATED.is_match(&l.text) && !l.text.contains("EOF")) {
+        return;
     }
     out.engine(id::OLLAMA);
     let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
     f.fact("host.killer", "unknown", None)
         .fact("host.victim_name", "ollama runner", None)
         .fact("ollama.connection_lost", true, None);
-    f.wrapper = memory_reason;
     out.failure(f);
 }
 

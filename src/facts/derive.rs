@@ -18,6 +18,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     // Local engines and the host side.
     ollama_alloc_kind,
     llamacpp_fit,
+    ollama_ram_part,
     ollama_fit,
     xla_fit,
     host_fit,
@@ -457,7 +458,6 @@ fn ollama_ram_part(f: &mut Facts) {
 /// from Ollama's own estimate (KV = num_ctx × parallel tokens). For a refused load, the
 /// system-memory shortfall.
 fn ollama_fit(f: &mut Facts) {
-    ollama_ram_part(f);
     if let (Some(req), Some(avail)) = (
         f.num("ollama.system_required_bytes"),
         f.num("ollama.system_available_bytes"),

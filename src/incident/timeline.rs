@@ -7,7 +7,9 @@
 //! 1. the log's reading (traceback frames, the latest phase marker, progress counters:
 //!    [`crate::ingest::log::phase::decide`], taken when the log's failures were grouped), when it knows;
 //! 2. the snapshot's failing allocation: what it was for (an optimizer state is the
-//!    optimizer step, a weight is the load);
+//!    optimizer step, a weight is the load); likewise an engine's failed allocation that
+//!    names itself (llama.cpp's KV cache or compute buffer comes after the weights, so a
+//!    loading marker before it is overruled);
 //! 3. the series' timing: still ramping up from idle (loading), shortly after the load ramp
 //!    (the first steps or requests), or later.
 

@@ -103,9 +103,7 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
         return;
     }
     let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut seen = 0;
     walk_forward(line, 12, |raw| {
-        seen += 1;
         let cleaned = clean_line(raw.as_bytes());
         let cells: Vec<String> = cleaned
             .text
@@ -113,9 +111,9 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
             .map(|c| c.trim().to_string())
             .collect();
         if cells.len() != fields.len() {
-            // Nothing but the header may come before the rows.
-            return rows.is_empty() && seen == 1 && cleaned.text.contains("memory.");
+            return false;
         }
+        // The header (`index, memory.used [MiB], ...`) may only come first.
         if cells.iter().any(|c| c.starts_with("memory.")) {
             return rows.is_empty();
         }

@@ -42,6 +42,35 @@ static PY_HOST_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
 static NUM_WORKERS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
 
+/// How far above `exited unexpectedly` the worker's own death is looked for: the chained
+/// exception between them is about twenty frames.
+const WORKER_DEATH_LOOKBACK: usize = 80;
+
+/// Whether a line above says the DataLoader worker `pid` died of something other than
+/// SIGKILL (`is killed by signal: Segmentation fault`, `Unexpected segmentation fault
+/// encountered in worker`).
+fn worker_crashed_above(line: &Line<'_>, pid: Option<&str>) -> bool {
+    line.preceding(WORKER_DEATH_LOOKBACK).iter().any(|l| {
+        let t = l.text.as_str();
+        if t.contains("Unexpected segmentation fault encountered in worker")
+            || t.contains("Unexpected floating-point exception encountered in worker")
+        {
+            return true;
+        }
+        WORKER_KILLED.captures(t).is_some_and(|c| {
+            let same_worker = match (pid, c.name("pid")) {
+                (Some(a), Some(b)) => a == b.as_str(),
+                _ => true,
+            };
+            same_worker
+                && c.name("sig").is_some_and(|s| {
+                    let s = s.as_str().trim();
+                    !s.eq_ignore_ascii_case("killed") && !s.contains("SIGKILL")
+                })
+        })
+    })
+}
+
 /// The generic host-memory recogniser.
 pub struct Host;
 
@@ -108,6 +137,12 @@ impl Recognizer for Host {
                 if !s.eq_ignore_ascii_case("killed") && !s.contains("SIGKILL") {
                     return;
                 }
+            }
+            // `exited unexpectedly` is raised for every dead worker; PyTorch names the
+            // signal a few lines above it (in the chained exception). A worker that died of a
+            // segfault or an abort is a crash, not memory.
+            if sig.is_none() && worker_crashed_above(line, c.name("pid").map(|p| p.as_str())) {
+                return;
             }
             let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
             f.fact("host.killer", "dataloader", None);

@@ -78,6 +78,10 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "initialize_kv_cache",
             "_allocate_kv_cache",
             "_allocate_kv_cache_tensors",
+            // vLLM checking the KV cache it sized against one full-length request (V0's
+            // worker, V1's kv_cache_utils): the weights are loaded and profiled by then.
+            "raise_if_cache_size_invalid",
+            "check_enough_kv_cache_memory",
             "init_memory_pool",
             // LightLLM allocating its KV buffers.
             "_init_mem_manager",

@@ -66,6 +66,11 @@ pub const FACTS: &[FactDef] = &[
         "Temporary buffers of the compiled program (`preallocated temp allocation`).",
     ),
     fact(
+        "xla.device_alloc_grew",
+        Unit::Flag,
+        "A failed device allocation asked for more than one that failed just before it: the allocator was growing on demand while the program ran, so the failures are not the pool reserved at start.",
+    ),
+    fact(
         "xla.startup_alloc_failed",
         Unit::Flag,
         "The runtime could not reserve its pool at start (`failed to allocate ... from device: CUDA_ERROR_OUT_OF_MEMORY`): the GPU was already in use.",

@@ -83,6 +83,14 @@ static TF_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Created (?:TensorFlow )?device \(?/job:\w+/replica:\d+/task:\d+/device:GPU:(?P<d>\d+) with (?P<n>\d+) MB memory")
         .expect("static regex")
 });
+/// How many lines above a failed device allocation an earlier, smaller one is looked for.
+const START_RETRY_LOOKBACK: usize = 12;
+/// The size part of [`TF_STARTUP_FAIL`], which is all that is left of an earlier one in the
+/// raw lines above when a terminal wrapped it after `failed to`.
+static DEVICE_ALLOC_SIZE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"allocate \S+ ?[KMGT]?i?B? \((?P<b>\d+) bytes\) from device: (?:CUDA_ERROR_OUT_OF_MEMORY|hip)")
+        .expect("static regex")
+});
 static TF_STARTUP_FAIL: LazyLock<Regex> = LazyLock::new(|| {
     // ROCm builds print HIP's code: `hipError_t(1002)` (hipErrorMemoryAllocation, before HIP
     // renumbered it) or `hipErrorOutOfMemory`.
@@ -341,6 +349,22 @@ impl Recognizer for Xla {
                 .preceding(1)
                 .iter()
                 .any(|l| TF_STARTUP_FAIL.is_match(&l.text));
+            // A pool reserved at start shrinks from one try to the next. A request larger
+            // than one that failed just before is the allocator growing on demand while the
+            // program runs (allow_growth, an on-demand allocator): not the start.
+            let asked = c.name("b").and_then(|m| m.as_str().parse::<u64>().ok());
+            let grew = asked.is_some_and(|asked| {
+                line.preceding(START_RETRY_LOOKBACK).iter().any(|l| {
+                    DEVICE_ALLOC_SIZE
+                        .captures(&l.text)
+                        .and_then(|p| p.name("b").and_then(|m| m.as_str().parse::<u64>().ok()))
+                        .is_some_and(|before| before < asked)
+                })
+            });
+            if grew {
+                out.fact("xla.device_alloc_grew", true, None);
+                f.wrapper = true;
+            }
             out.failure(f);
             return;
         }

@@ -75,4 +75,9 @@ pub const FACTS: &[FactDef] = &[
         Unit::Flag,
         "ComfyUI already ran out of memory in a VAE and retried with tiled encoding/decoding.",
     ),
+    fact(
+        "comfyui.exited_silently",
+        Unit::Text,
+        "ComfyUI's process ended without any error while it was `loading` a model or `sampling`: the portable build's batch file reached `pause` right after that output.",
+    ),
 ];

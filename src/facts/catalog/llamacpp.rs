@@ -178,7 +178,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "llamacpp.alloc_kind",
         Unit::Text,
-        "What the failed allocation was for: weights, kv, compute, output, runtime (during decode) or host.",
+        "What the failed allocation was for: weights, kv, compute, output, runtime (during decode), image (the vision encoder's compute buffer while an image is encoded) or host.",
     ),
     fact(
         "llamacpp.failed_function",

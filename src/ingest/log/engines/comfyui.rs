@@ -25,7 +25,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::local::{span, walk_back};
-use super::{Emit, Line, Recognizer, id};
+use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::units::{mib_to_bytes, parse_number};
 
 static TOTAL_VRAM: LazyLock<Regex> = LazyLock::new(|| {
@@ -43,6 +43,58 @@ static DEVICE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static REQUESTED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?:^|\s)Requested to load (?P<m>\S+)").expect("static regex"));
+/// How far above the batch file's `pause` the end of ComfyUI's own output is looked for.
+const EXIT_LOOKBACK: usize = 40;
+
+/// What ComfyUI was doing when its process ended without a word, when the portable build's
+/// batch file reached `pause` (`Press any key to continue . . .`) right after model loading
+/// or sampling output: `"loading"` or `"sampling"`. A server only stops by itself on an
+/// error, and every error it can report (a traceback, `Exception during processing`, Ctrl-C)
+/// prints something; a process that vanishes mid-load was ended from outside, on Windows
+/// most often for running out of RAM and page file while the checkpoint is read.
+fn vanished_while(line: &Line<'_>) -> Option<&'static str> {
+    let above = line.preceding(EXIT_LOOKBACK);
+    let mut own = above
+        .iter()
+        .map(|l| l.text.trim())
+        .filter(|t| !t.is_empty() && !(t.ends_with(">pause") || t.ends_with("> pause")));
+    let last = own.next()?;
+    let stage = if [
+        "model_type",
+        "model weight dtype",
+        "Requested to load",
+        "loaded completely",
+        "loaded partially",
+        "lowvram mode",
+        "got prompt",
+        "clip missing",
+        "Using pytorch attention",
+    ]
+    .iter()
+    .any(|m| last.contains(m))
+    {
+        "loading"
+    } else if last.contains("it/s") || last.contains("s/it") {
+        "sampling"
+    } else {
+        return None;
+    };
+    let said_why = above.iter().any(|l| {
+        let t = l.text.as_str();
+        t.contains("Traceback")
+            || t.contains("Error")
+            || t.contains("Exception")
+            || t.contains("KeyboardInterrupt")
+            || t.contains("Terminate batch job")
+            || t.contains("Prompt executed")
+            || t.contains("Killed")
+    });
+    let comfy = above
+        .iter()
+        .any(|l| l.text.contains("ComfyUI") || l.text.contains("Total VRAM"));
+    (comfy && !said_why).then_some(stage)
+}
+
 /// Since late 2024: `loaded partially; 5167.08 MB usable, 5100.00 MB loaded, 3200.00 MB
 /// offloaded, ...` and `loaded completely; 9597.40 MB usable, 4897.00 MB loaded, full load: True`.
 static LOADED_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
@@ -104,11 +156,24 @@ impl Recognizer for ComfyUi {
             "Exception during processing",
             "ComfyUI Error Report",
             "unloading all loaded models",
+            // The Windows portable build's `run_nvidia_gpu.bat` ends in `pause`.
+            "Press any key to continue",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text.trim_end();
+        if text.contains("Press any key to continue") {
+            if let Some(last) = vanished_while(line) {
+                out.engine(id::COMFYUI);
+                let mut f = Failure::new("host-oom", id::COMFYUI, Domain::Host);
+                f.fact("host.killer", "unknown", None)
+                    .fact("host.victim_name", "ComfyUI", None)
+                    .fact("comfyui.exited_silently", last, None);
+                out.failure(f);
+            }
+            return;
+        }
         if text.contains("Exception during processing")
             || text.contains("ComfyUI Error Report")
             || text.contains("Got an OOM, unloading all loaded models")

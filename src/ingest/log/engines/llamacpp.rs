@@ -297,8 +297,45 @@ fn kind_of(text: &str) -> Option<&'static str> {
 }
 
 /// Decides what a bare allocation failure was for: a consequence line just after it, else
-/// what the lines just before it were doing.
+/// what the lines just before it were doing. A compute buffer reserved while the server was
+/// encoding an image is the vision encoder's (`image`): its size follows the image's
+/// resolution, not the context.
 fn classify(line: &Line<'_>) -> &'static str {
+    match classify_buffer(line) {
+        "compute" | "runtime" if encoding_image(line) => "image",
+        kind => kind,
+    }
+}
+
+/// A compute buffer, or the vision encoder's when an image was being encoded.
+fn compute_or_image(line: &Line<'_>) -> &'static str {
+    if encoding_image(line) {
+        "image"
+    } else {
+        "compute"
+    }
+}
+
+/// Whether a line just above says the server was encoding an image for a multimodal model
+/// (llama-server's `processing image...`, mtmd's `encoding image slice...`, clip's batch
+/// encode).
+fn encoding_image(line: &Line<'_>) -> bool {
+    line.preceding(IMAGE_LOOKBACK).iter().any(|l| {
+        let t = l.text.as_str();
+        t.contains("processing image")
+            || t.contains("encoding image")
+            || t.contains("image slice")
+            || t.contains("clip_image_batch_encode")
+            || t.contains("mtmd_helper_eval")
+    })
+}
+
+/// Lines above a failed allocation searched for an image being encoded: the server prints
+/// it just before the encoder's graph is allocated.
+const IMAGE_LOOKBACK: usize = 6;
+
+/// [`classify`] without the image case.
+fn classify_buffer(line: &Line<'_>) -> &'static str {
     for l in line.following(8) {
         if let Some(k) = kind_of(&l.text) {
             return k;
@@ -499,7 +536,7 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         let func = c.name("func").map(|m| m.as_str()).unwrap_or("");
         let bytes = c.name("bytes");
         let kind = if func.contains("gallocr") {
-            "compute"
+            compute_or_image(line)
         } else {
             classify(line)
         };
@@ -645,6 +682,11 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
                     .fact("llamacpp.alloc_kind", "host", None);
                 f
             } else {
+                let kind = if kind == "compute" {
+                    compute_or_image(line)
+                } else {
+                    kind
+                };
                 device_failure(line, kind, backend_of(&buft), device_of_buft(&buft))
             };
             if let Some(m) = COMPUTE_FAIL.captures(text).and_then(|c| c.name("mib")) {

@@ -203,3 +203,28 @@ fn messages_cut_at_a_fixed_width_read_whole() {
     assert_eq!(i.device, Some(1));
     assert_eq!(i.requested_bytes, Some(64 * 256 * 128 * 128 * 4));
 }
+
+/// A fix that names the knob's current value before its target ("Lower
+/// --gpu-memory-utilization from 0.98 to 0.90") is kept, whatever the current value's
+/// expression is called in the rule, and its target lies on the side its direction says.
+#[test]
+fn a_fix_from_the_current_value_to_a_lower_one_is_kept() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let rules = RuleSet::builtin().unwrap();
+    let input = "rules/vllm-kv-pool-overshoot/fires-v0-draft-model-at-099.log".to_string();
+    let (d, _) = diagnose_inputs(
+        std::slice::from_ref(&input),
+        &rules,
+        &DiagnoseOptions::default(),
+        None,
+    );
+    let i = &d.incidents[0];
+    let fix = i
+        .fixes
+        .iter()
+        .find(|f| f.knob.as_deref() == Some("vllm:gpu_memory_utilization"))
+        .unwrap_or_else(|| panic!("{:?}", i.fixes.iter().map(|f| &f.title).collect::<Vec<_>>()));
+    assert_eq!(fix.direction, Some(Direction::Down));
+    assert_eq!(fix.action, "--gpu-memory-utilization 0.90");
+    assert!(fix.title.contains("from 0.98 to 0.90"), "{}", fix.title);
+}

@@ -428,12 +428,15 @@ fn points_the_wrong_way(
             let Some(cur) = cur.as_f64() else {
                 return false;
             };
-            // The target: the first computed value that is not the knob's current value.
+            // The target: the first computed value that is not the knob's current value (a
+            // title's "from {util} to {new_util}" names the current value first, often
+            // through a `let` of another name, so the value is compared, not the text).
             let target = fix
                 .values
                 .iter()
                 .filter(|v| v.expr.trim() != current_fact)
-                .find_map(|v| v.value.as_f64());
+                .filter_map(|v| v.value.as_f64())
+                .find(|&v| v != cur);
             match (direction, target) {
                 (Direction::Down, Some(t)) => t >= cur,
                 (Direction::Up, Some(t)) => t <= cur,

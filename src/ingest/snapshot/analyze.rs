@@ -997,8 +997,10 @@ pub(crate) fn analyze_device(
             .iter()
             .filter(|e| e.action == Action::FreeCompleted)
             .count();
-    // Its live blocks are iterated below (sites are numbered in that order): plain hash.
-    let mut r = Replayer::new(snap, &segs, true, replay_capacity, false);
+    // Its live blocks are iterated below in address order (sites are numbered in that
+    // order), so the spreading hash, which keeps a big replay of aligned addresses linear,
+    // does not reach the output.
+    let mut r = Replayer::new(snap, &segs, true, replay_capacity, true);
     for i in (undo_from..entries.len()).rev() {
         r.undo(i, &entries[i]);
     }
@@ -1020,7 +1022,8 @@ pub(crate) fn analyze_device(
     let mut cat_blocks = [0u64; 8];
     let mut site_totals: FxHashMap<u32, SiteTotal> = new_map();
     let mut live_list: Vec<(u64, u64)> = Vec::with_capacity(r.live.len());
-    let live_blocks: Vec<(u64, LiveBlock)> = r.live.iter().map(|(a, b)| (*a, *b)).collect();
+    let mut live_blocks: Vec<(u64, LiveBlock)> = r.live.iter().map(|(a, b)| (*a, *b)).collect();
+    live_blocks.sort_unstable_by_key(|(addr, _)| *addr);
     for (addr, b) in &live_blocks {
         let (frames, alloc) = ctx.block_origin(*addr, b);
         let cat = ctx.category_of(frames, alloc);

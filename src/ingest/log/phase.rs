@@ -238,7 +238,7 @@ static CALL: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
+    Regex::new(r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
         .expect("static regex")
 });
 /// A progress bar's counter: tqdm's `| 450/1000 [`, and rich's (Lightning's RichProgressBar)
@@ -560,10 +560,19 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         }
     }
 
-    // 2. A marker that no training progress followed.
+    // 2. A marker that no training progress followed. A loading marker does not outweigh a
+    // traceback that shows where the failure was: library frames, none of them loading
+    // (the load finished and something after it failed, e.g. a pipeline's call whose
+    // progress bar the paste does not show).
     if let Some((mark, distance)) = marker {
         let progress_after = last_progress_distance.is_some_and(|d| d < distance);
-        if !progress_after {
+        let library_frames = frames
+            .iter()
+            .filter(|(file, _)| file.contains("-packages"))
+            .count();
+        let traceback_elsewhere =
+            of_mark(mark) == id::MODEL_LOAD && best.is_none() && library_frames >= 3;
+        if !progress_after && !traceback_elsewhere {
             let phase = of_mark(mark);
             let phase = if phase == id::FIRST_STEP && steady {
                 id::STEADY_STATE

@@ -22,6 +22,7 @@ use crate::incident::Incident;
 pub fn settle_phase(inc: &mut Incident) {
     let snapshot_steps = steps_from_snapshot(inc);
     context_after_weights(inc);
+    kv_pool_allocation(inc);
     if let Some(p) = inc.facts.str("phase").and_then(phase::canonical) {
         if p != id::UNKNOWN {
             inc.phase = p;
@@ -86,6 +87,19 @@ fn context_after_weights(inc: &mut Incident) {
     record(inc, "phase", id::ENGINE_STARTUP, "llamacpp.alloc_kind");
     record(inc, "phase.evidence", &why, "llamacpp.alloc_kind");
     inc.phase = id::ENGINE_STARTUP;
+}
+
+/// vLLM allocating the KV cache it had sized from `gpu_memory_utilization` (V0's cache
+/// engine, V1's model runner): the traceback's frames say the profiling was over and the
+/// budget itself was what the device could not give. Recorded as `vllm.kv_pool_allocation`.
+fn kv_pool_allocation(inc: &mut Incident) {
+    let frames = inc.facts.str("phase.frames").unwrap_or("");
+    let allocating =
+        frames.contains(":_allocate_kv_cache") || frames.contains(":initialize_kv_cache_tensors");
+    if allocating && inc.engine == crate::facts::engine::id::VLLM {
+        inc.facts
+            .derive("vllm.kv_pool_allocation", true, &["phase.frames"]);
+    }
 }
 
 /// Steps the snapshot counted by the step annotations PyTorch records (`Optimizer.step#`,

@@ -196,6 +196,11 @@ pub const FACTS: &[FactDef] = &[
         "Dummy requests in the sampler (or pooler) warm-up that ran out of memory (= max_num_seqs).",
     ),
     fact(
+        "vllm.kv_pool_allocation",
+        Unit::Flag,
+        "The failure's traceback ends in vLLM allocating the KV cache it had sized from gpu_memory_utilization (`_allocate_kv_cache`, `initialize_kv_cache_tensors`): the profiling was over, the budget did not fit.",
+    ),
+    fact(
         "vllm.load_oom",
         Unit::Flag,
         "vLLM said `Failed to load model - not enough GPU memory` (0.20+).",

@@ -34,6 +34,8 @@ pub mod id {
     /// ExLlamaV2 and the servers and UIs built on it (TabbyAPI, ExUI, text-generation-webui's
     /// ExLlamav2 loader).
     pub const EXLLAMAV2: &str = "exllamav2";
+    /// MLC-LLM, whose models run on TVM's runtime (Vulkan, CUDA, Metal).
+    pub const MLC_LLM: &str = "mlc-llm";
     pub const PADDLE: &str = "paddle";
     pub const CUPY: &str = "cupy";
     pub const RAPIDS: &str = "rapids";

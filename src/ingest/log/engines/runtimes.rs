@@ -1,6 +1,7 @@
 //! Inference runtimes and GPU array libraries that allocate device memory with their own
 //! allocators, outside PyTorch's: CTranslate2 (faster-whisper, WhisperX, OpenNMT), ONNX
-//! Runtime, TensorRT, LMDeploy's TurboMind, PaddlePaddle, CuPy, RAPIDS (RMM), Numba and MXNet.
+//! Runtime, TensorRT, LMDeploy's TurboMind, MLC-LLM's TVM runtime, PaddlePaddle, CuPy, RAPIDS
+//! (RMM), Numba and MXNet.
 //!
 //! Each prints its own out-of-memory wording, which no other recogniser reads:
 //!
@@ -21,6 +22,10 @@
 //! - ExLlamaV2: `RuntimeError: Insufficient VRAM for model and cache`, raised by
 //!   `load_autosplit` when the layers and the cache it allocates with them (sized by
 //!   `max_seq_len`, the model's own context length unless set) overflow the last device;
+//! - MLC-LLM (TVM's runtime): `Check failed: (__e == VK_SUCCESS) is false: Vulkan Error,
+//!   code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY` (Vulkan) or `Check failed: (e == cudaSuccess ||
+//!   e == cudaErrorCudartUnloading) is false: CUDA: out of memory`; right after its `Loading
+//!   model...` it is the weights' load;
 //! - PaddlePaddle: `Out of memory error on GPU 0. Cannot allocate 1.17GB memory on GPU 0,
 //!   14.75GB memory has been allocated and available memory is only 27.75MB.` (its advice
 //!   below, "check whether there is any other process ... decrease the batch size", is
@@ -122,6 +127,12 @@ static NUMBA: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Call to cuMem\w*Alloc\w* results in CUDA_ERROR_OUT_OF_MEMORY")
         .expect("static regex")
 });
+/// TVM's runtime, under MLC-LLM (`mlc_chat_cli`, `mlc_llm chat`/`serve`, WebLLM's native
+/// builds): a failed device allocation is a `Check failed` naming the backend's error.
+static TVM_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Check failed: \(?(?:__)?e == (?:VK_SUCCESS|cudaSuccess)[^:]*\)? is false: (?:Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY|CUDA: out of memory)")
+        .expect("static regex")
+});
 static MXNET: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory")
         .expect("static regex")
@@ -174,6 +185,8 @@ impl Recognizer for Runtimes {
             "results in CUDA_ERROR_OUT_OF_MEMORY",
             "cudaMalloc retry failed",
             "CUDA: out of memory",
+            // TVM (MLC-LLM) on Vulkan.
+            "VK_ERROR_OUT_OF_DEVICE_MEMORY",
         ]
     }
 
@@ -357,11 +370,49 @@ impl Recognizer for Runtimes {
             out.failure(device_oom(id::NUMBA, "cuda-driver"));
             return;
         }
+        if let Some(backend) = tvm_failure(line) {
+            out.engine(id::MLC_LLM);
+            // MLC-LLM's chat prints `Loading model...` and allocates the weights' buffers
+            // next: a failure right after it is the load.
+            if line
+                .preceding(3)
+                .iter()
+                .any(|l| l.text.trim_start().starts_with("Loading model"))
+            {
+                out.phase(PhaseMark::ModelLoad);
+            }
+            let mut f = device_oom(id::MLC_LLM, "tvm");
+            f.fact("oom.backend", backend, None);
+            out.failure(f);
+            return;
+        }
         if MXNET.is_match(text) {
             out.engine(id::MXNET);
             out.failure(device_oom(id::MXNET, "mxnet"));
         }
     }
+}
+
+/// Lines above a TVM failure searched for MLC-LLM's own output (its command, `Use model
+/// weights:`, `Loading model...`).
+const TVM_CONTEXT_LINES: usize = 40;
+
+/// The backend of TVM's failed allocation (`vulkan`, `cuda`), when the line is one and
+/// comes from TVM: its source path is in the line, or MLC-LLM's output is above it.
+fn tvm_failure(line: &Line<'_>) -> Option<&'static str> {
+    let text = line.text;
+    if !TVM_OOM.is_match(text) {
+        return None;
+    }
+    let from_tvm = text.contains("tvm")
+        || line.preceding(TVM_CONTEXT_LINES).iter().any(|l| {
+            l.text.contains("mlc_chat") || l.text.contains("mlc_llm") || l.text.contains("mlc-chat")
+        });
+    from_tvm.then_some(if text.contains("VK_") {
+        "vulkan"
+    } else {
+        "cuda"
+    })
 }
 
 /// A message with numbers, whole: the line itself, or the line joined with the pieces a hard

@@ -57,7 +57,7 @@ fn vanished_while(line: &Line<'_>) -> Option<&'static str> {
     let mut own = above
         .iter()
         .map(|l| l.text.trim())
-        .filter(|t| !t.is_empty() && !(t.ends_with(">pause") || t.ends_with("> pause")));
+        .filter(|t| !(t.is_empty() || t.ends_with(">pause") || t.ends_with("> pause")));
     let last = own.next()?;
     let stage = if [
         "model_type",

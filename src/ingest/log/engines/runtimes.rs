@@ -185,8 +185,10 @@ impl Recognizer for Runtimes {
             "results in CUDA_ERROR_OUT_OF_MEMORY",
             "cudaMalloc retry failed",
             "CUDA: out of memory",
-            // TVM (MLC-LLM) on Vulkan.
+            // TVM (MLC-LLM): the error's end, and its start for a message a wrap cut.
             "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+            "e == VK_SUCCESS",
+            "e == cudaSuccess",
         ]
     }
 
@@ -370,7 +372,7 @@ impl Recognizer for Runtimes {
             out.failure(device_oom(id::NUMBA, "cuda-driver"));
             return;
         }
-        if let Some(backend) = tvm_failure(line) {
+        if let Some((backend, whole, used)) = tvm_failure(line) {
             out.engine(id::MLC_LLM);
             // MLC-LLM's chat prints `Loading model...` and allocates the weights' buffers
             // next: a failure right after it is the load.
@@ -383,6 +385,7 @@ impl Recognizer for Runtimes {
             }
             let mut f = device_oom(id::MLC_LLM, "tvm");
             f.fact("oom.backend", backend, None);
+            joined_text(&mut f, whole, used, out);
             out.failure(f);
             return;
         }
@@ -397,22 +400,21 @@ impl Recognizer for Runtimes {
 /// weights:`, `Loading model...`).
 const TVM_CONTEXT_LINES: usize = 40;
 
-/// The backend of TVM's failed allocation (`vulkan`, `cuda`), when the line is one and
-/// comes from TVM: its source path is in the line, or MLC-LLM's output is above it.
-fn tvm_failure(line: &Line<'_>) -> Option<&'static str> {
-    let text = line.text;
-    if !TVM_OOM.is_match(text) {
-        return None;
-    }
+/// The backend of TVM's failed allocation (`vulkan`, `cuda`), when the line starts one (read
+/// whole, with the pieces a hard wrap cut off it: the text and how many lines it took) and
+/// it comes from TVM: its source path is in it, or MLC-LLM's output is above it.
+fn tvm_failure(line: &Line<'_>) -> Option<(&'static str, String, u32)> {
+    let (text, used) = whole_message(line, "Check failed", &TVM_OOM)?;
     let from_tvm = text.contains("tvm")
         || line.preceding(TVM_CONTEXT_LINES).iter().any(|l| {
             l.text.contains("mlc_chat") || l.text.contains("mlc_llm") || l.text.contains("mlc-chat")
         });
-    from_tvm.then_some(if text.contains("VK_") {
+    let backend = if text.contains("VK_") {
         "vulkan"
     } else {
         "cuda"
-    })
+    };
+    from_tvm.then_some((backend, text, used))
 }
 
 /// A message with numbers, whole: the line itself, or the line joined with the pieces a hard

@@ -301,18 +301,15 @@ fn kind_of(text: &str) -> Option<&'static str> {
 /// encoding an image is the vision encoder's (`image`): its size follows the image's
 /// resolution, not the context.
 fn classify(line: &Line<'_>) -> &'static str {
-    match classify_buffer(line) {
-        "compute" | "runtime" if encoding_image(line) => "image",
-        kind => kind,
-    }
+    image_if_encoding(classify_buffer(line), line)
 }
 
-/// A compute buffer, or the vision encoder's when an image was being encoded.
-fn compute_or_image(line: &Line<'_>) -> &'static str {
-    if encoding_image(line) {
-        "image"
-    } else {
-        "compute"
+/// A compute buffer (or a runtime allocation) is the vision encoder's when an image was
+/// being encoded just above it; any other kind stays what it is.
+fn image_if_encoding(kind: &'static str, line: &Line<'_>) -> &'static str {
+    match kind {
+        "compute" | "runtime" if encoding_image(line) => "image",
+        kind => kind,
     }
 }
 
@@ -536,7 +533,7 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         let func = c.name("func").map(|m| m.as_str()).unwrap_or("");
         let bytes = c.name("bytes");
         let kind = if func.contains("gallocr") {
-            compute_or_image(line)
+            image_if_encoding("compute", line)
         } else {
             classify(line)
         };
@@ -682,11 +679,7 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
                     .fact("llamacpp.alloc_kind", "host", None);
                 f
             } else {
-                let kind = if kind == "compute" {
-                    compute_or_image(line)
-                } else {
-                    kind
-                };
+                let kind = image_if_encoding(kind, line);
                 device_failure(line, kind, backend_of(&buft), device_of_buft(&buft))
             };
             if let Some(m) = COMPUTE_FAIL.captures(text).and_then(|c| c.name("mib")) {

@@ -85,18 +85,16 @@ static TF_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// How many lines above a failed device allocation an earlier, smaller one is looked for.
 const START_RETRY_LOOKBACK: usize = 12;
-/// The size part of [`TF_STARTUP_FAIL`], which is all that is left of an earlier one in the
-/// raw lines above when a terminal wrapped it after `failed to`.
-static DEVICE_ALLOC_SIZE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"allocate \S+ ?[KMGT]?i?B? \((?P<b>\d+) bytes\) from device: (?:CUDA_ERROR_OUT_OF_MEMORY|hip)")
-        .expect("static regex")
-});
-static TF_STARTUP_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    // ROCm builds print HIP's code: `hipError_t(1002)` (hipErrorMemoryAllocation, before HIP
-    // renumbered it) or `hipErrorOutOfMemory`.
-    Regex::new(r"failed to allocate (?P<h>\S+ ?[KMGT]?i?B?) \((?P<b>\d+) bytes\) from device: (?P<code>CUDA_ERROR_OUT_OF_MEMORY|hipError_t\((?:1002|2)\)|hipErrorOutOfMemory|hipErrorMemoryAllocation)")
-        .expect("static regex")
-});
+/// A failed device allocation as the stream executor prints it, after `failed to `. ROCm
+/// builds print HIP's code: `hipError_t(1002)` (hipErrorMemoryAllocation, before HIP
+/// renumbered it) or `hipErrorOutOfMemory`.
+const DEVICE_ALLOC: &str = r"allocate (?P<h>\S+ ?[KMGT]?i?B?) \((?P<b>\d+) bytes\) from device: (?P<code>CUDA_ERROR_OUT_OF_MEMORY|hipError_t\((?:1002|2)\)|hipErrorOutOfMemory|hipErrorMemoryAllocation)";
+/// [`DEVICE_ALLOC`] alone: all that is left of an earlier one in the raw lines above when a
+/// terminal wrapped it after `failed to`.
+static DEVICE_ALLOC_SIZE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(DEVICE_ALLOC).expect("static regex"));
+static TF_STARTUP_FAIL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!("failed to {DEVICE_ALLOC}")).expect("static regex"));
 static BA_STAT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?P<k>total allocation|preallocated temp allocation):\s*(?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)")
         .expect("static regex")

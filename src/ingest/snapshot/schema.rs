@@ -620,6 +620,7 @@ impl StreamDecoder {
                 list_by_hash: new_map(),
                 list_next: Vec::new(),
                 list_by_handles: new_map(),
+                list_handles: Vec::new(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
                 batch_entries: new_map(),
@@ -793,8 +794,10 @@ struct State {
     /// Frame lists by the hash of their elements' handles → the newest such list, for lists
     /// made of the same frame dicts as a list met before (see `frame_list`). Only lists
     /// whose content was new are entered (so it grows with the distinct lists, never with
-    /// the entries).
-    list_by_handles: FxHashMap<u64, u32>,
+    /// the entries). The value is `(id, start, len)` into `list_handles`, where the list's
+    /// handles are kept, so that a hit is verified by one slice compare.
+    list_by_handles: FxHashMap<u64, (u32, u32, u32)>,
+    list_handles: Vec<Handle>,
     scratch: Vec<FrameId>,
     /// Trace lists taken while the pickle was read.
     taken: Vec<Taken>,
@@ -1607,27 +1610,34 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         let slice = self.p.items_slice(c);
         let mut by_handles = None;
         if let Some(items) = slice {
-            let mut hash = items.len() as u64;
+            // Four independent hash chains (one per lane of four handles), joined at the
+            // end: a single chain's multiplies wait on one another, thirty deep for a
+            // typical stack.
+            let mut lanes = [items.len() as u64, 1, 2, 3];
             let mut all_dicts = true;
-            for h in items {
-                all_dicts &= h.is_dict();
-                hash = fxhash::mix(hash, h.bits() as u64);
+            let mut quads = items.chunks_exact(4);
+            for q in &mut quads {
+                for (lane, h) in lanes.iter_mut().zip(q) {
+                    all_dicts &= h.is_dict();
+                    *lane = fxhash::mix(*lane, h.bits() as u64);
+                }
             }
+            for (lane, h) in lanes.iter_mut().zip(quads.remainder()) {
+                all_dicts &= h.is_dict();
+                *lane = fxhash::mix(*lane, h.bits() as u64);
+            }
+            let hash = lanes.into_iter().fold(0, fxhash::mix);
             // Only dict handles: a container's handle is never reused for another object
-            // (an integer's arena slot can be, once a batch is released).
+            // (an integer's arena slot can be, once a batch is released), so the same
+            // handles are the same dicts, whose frames were interned when the list that
+            // entered them was read.
             if all_dicts {
-                if let Some(&id) = self.list_by_handles.get(&hash) {
-                    // Verify: each dict is the frame at its place in that list.
-                    let ids = self.out.frames.list(FrameListId(id));
-                    let identity = &self.st.identity;
-                    let same = ids.len() == items.len()
-                        && items.iter().zip(ids).all(|(h, &fid)| {
-                            self.p
-                                .as_dict(*h)
-                                .and_then(|d| identity.get(d.index()))
-                                .is_some_and(|&known| known == fid + 1)
-                        });
-                    if same {
+                if let Some(&(id, start, len)) = self.list_by_handles.get(&hash) {
+                    let known = self
+                        .st
+                        .list_handles
+                        .get(start as usize..(start + len) as usize);
+                    if known == Some(items) {
                         self.remember(c, id);
                         return Ok(FrameListId(id));
                     }
@@ -1692,8 +1702,12 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             }
             self.list_next[id as usize] = previous;
             // A new list: enter it for the fast path (once per distinct list).
-            if let Some(hash) = by_handles {
-                self.st.list_by_handles.insert(hash, id);
+            if let (Some(hash), Some(items)) = (by_handles, slice) {
+                let start = self.st.list_handles.len() as u32;
+                self.st.list_handles.extend_from_slice(items);
+                self.st
+                    .list_by_handles
+                    .insert(hash, (id, start, items.len() as u32));
             }
             id
         };

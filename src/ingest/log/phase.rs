@@ -339,6 +339,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let mut frames: Vec<(String, String)> = Vec::new();
     // The call the innermost frame shown was making, from its source line.
     let mut innermost_call: Option<(String, String)> = None;
+    let mut builds_parameter: Option<String> = None;
     let mut saw_frames = false;
     for (i, l) in preceding.iter().take(400).enumerate() {
         let t = l.text.trim_start();
@@ -363,6 +364,8 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             let func = c.name("func").or(c.name("rfunc")).or(c.name("ifunc"));
             if let (Some(file), Some(func)) = (file, func) {
                 let mut func = func.as_str().to_string();
+                // Lines the function name's piece took: the source line follows them.
+                let mut name_piece = usize::from(joined.is_some());
                 // Cut inside the function's name (`..., line 109, in __in` / `it__`): the
                 // piece is the next line, unindented and a bare lower-case identifier, where
                 // Python prints the indented source line. (An exception's name, which can
@@ -378,7 +381,21 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                                 .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
                         {
                             func.push_str(piece);
+                            name_piece += 1;
                         }
+                    }
+                }
+                // A constructor creating a parameter (`self.weight = Parameter(torch.empty(...))`,
+                // fairscale's and Megatron's parallel layers, a project's own layers): the
+                // model is being built, on the device when this allocation failed. Only a
+                // parameter says so; any other allocation in a constructor may run anywhere.
+                if func == "__init__" && builds_parameter.is_none() {
+                    let source = i
+                        .checked_sub(1 + name_piece)
+                        .map(|j| preceding[j].text.trim());
+                    if source.is_some_and(|s| s.contains("Parameter(")) {
+                        builds_parameter =
+                            Some(format!("{func} ({}) creating a Parameter", file.as_str()));
                     }
                 }
                 if frames.is_empty() {
@@ -505,6 +522,15 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             if best.as_ref().is_none_or(|(r, ..)| rank < *r) {
                 best = Some((rank, p, format!("{func} ({file})")));
             }
+        }
+    }
+    if best.is_none() {
+        if let Some(ev) = builds_parameter {
+            let rank = FRAME_CLASSES
+                .iter()
+                .position(|c| c.phase == id::MODEL_LOAD)
+                .unwrap_or(usize::MAX);
+            best = Some((rank, id::MODEL_LOAD, ev));
         }
     }
     // A traceback cut to the user's own frames (a debugger's or an IDE's report, the last
@@ -698,6 +724,25 @@ Traceback (most recent call last):
   File "/work/model.py", line 12, in __init__
     self.buf = torch.zeros(n, device="cuda")"#;
         assert_eq!(decide(&pre(tb), None).phase, id::UNKNOWN);
+    }
+
+    /// A parallel layer's constructor creating its weight (fairscale, Megatron): the model is
+    /// being built; a constructor's other allocations say nothing.
+    #[test]
+    fn a_constructor_creating_a_parameter_is_loading() {
+        let tb = r#"Traceback (most recent call last):
+  File "/srv/chat/run.py", line 59, in load
+    model = Transformer(model_args)
+  File "/srv/chat/model.py", line 166, in __init__
+    self.w2 = RowParallelLinear(
+  File "/venv/lib/python3.10/site-packages/fairscale/nn/model_parallel/layers.py", line 349, in __init__
+    self.weight = Parameter(torch.Tensor(self.out_features, self.in_features))"#;
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::MODEL_LOAD, "{:?}", d.evidence);
+        assert!(d.evidence.unwrap().contains("creating a Parameter"));
+
+        let tb = tb.replace("Parameter(torch.Tensor", "torch.Tensor(");
+        assert_eq!(decide(&pre(&tb), None).phase, id::UNKNOWN);
     }
 
     /// Lightning's automatic optimisation runs the training step inside `optimizer.step(closure)`:

@@ -4,6 +4,10 @@
 //! Each producer module may add a derivation here; they run in order, so later ones can use
 //! earlier results.
 
+use std::sync::LazyLock;
+
+use regex::Regex;
+
 use crate::facts::evidence::Facts;
 
 /// A derivation reads facts and adds new ones.
@@ -14,6 +18,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     engine_family,
     training_job,
     torch_oom,
+    params_from_name,
     model_weights,
     // Local engines and the host side.
     ollama_alloc_kind,
@@ -179,6 +184,60 @@ pub fn dtype_bytes(dtype: &str) -> Option<f64> {
     })
 }
 
+/// A model's size tag (`opt-1.3b`, `Llama-2-70b-chat-hf`, `Qwen3-235B-A22B`, `./models/7B`)
+/// read as its parameter count when nothing in the log counted them: each logged name is
+/// the name of the model that was run, and the tag is how model hubs spell the count.
+/// A tag glued to a letter (`A22B`, a mixture of experts' active parameters) or written as
+/// experts x size (`8x7B`, whose experts share layers) is not the total and is left alone;
+/// of several tags the largest is the total.
+fn params_from_name(f: &mut Facts) {
+    if f.contains("model.params") {
+        return;
+    }
+    if let Some(params) = f.str("model.name").and_then(params_in_name) {
+        f.derive("model.params", params, &["model.name"]);
+    }
+}
+
+/// The parameter count a model name's size tag gives, if it has one (see
+/// [`params_from_name`]).
+pub fn params_in_name(name: &str) -> Option<f64> {
+    static TAG: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:^|[^A-Za-z0-9.])(\d{1,4}(?:\.\d{1,2})?)([bBmM])(?:$|[^A-Za-z0-9])")
+            .expect("static regex")
+    });
+    // The last path component is the model (`/models/7B`, `org/Model-7B`); a directory
+    // above it may name something else.
+    let tail = name.trim_end_matches(['/', '\\']);
+    let base = tail.rsplit(['/', '\\']).next().unwrap_or(tail);
+    let base = if base.is_empty() { tail } else { base };
+    let mut best: Option<f64> = None;
+    // Tags may share a separator (`-7b-`), so search from each match's tag end.
+    let mut at = 0;
+    while let Some(c) = TAG.captures_at(base, at) {
+        let n = c.get(1).expect("group 1");
+        at = n.end();
+        // `8x7B`: the count of experts before it.
+        if base[..n.start()].ends_with(['x', 'X'])
+            && base[..n.start() - 1].ends_with(|ch: char| ch.is_ascii_digit())
+        {
+            continue;
+        }
+        let Ok(v) = n.as_str().parse::<f64>() else {
+            continue;
+        };
+        let params = match &c[2] {
+            "b" | "B" => v * 1e9,
+            _ => v * 1e6,
+        };
+        // Under ten million parameters is no language or diffusion model's tag.
+        if params >= 1e7 && best.is_none_or(|b| params > b) {
+            best = Some(params);
+        }
+    }
+    best
+}
+
 fn model_weights(f: &mut Facts) {
     if f.contains("model.weights_bytes") {
         return;
@@ -187,11 +246,23 @@ fn model_weights(f: &mut Facts) {
         f.num("model.params"),
         f.str("model.dtype").and_then(dtype_bytes),
     ) {
-        f.derive(
-            "model.weights_bytes",
-            params * bytes,
-            &["model.params", "model.dtype"],
-        );
+        // The weights on one device: a serving engine's tensor and pipeline parallelism
+        // splits them over its GPUs.
+        let mut sources = vec!["model.params", "model.dtype"];
+        let mut shards = 1.0;
+        for k in [
+            "vllm.tensor_parallel_size",
+            "vllm.pipeline_parallel_size",
+            "sglang.tp_size",
+            "tgi.num_shard",
+            "trtllm.tp_size",
+        ] {
+            if let Some(n) = f.num(k).filter(|n| *n > 1.0) {
+                shards *= n;
+                sources.push(k);
+            }
+        }
+        f.derive("model.weights_bytes", params * bytes / shards, &sources);
     }
 }
 
@@ -838,6 +909,42 @@ fn trtllm(f: &mut Facts) {
 mod tests {
 
     use super::*;
+
+    #[test]
+    fn a_model_names_size_tag_is_its_parameter_count() {
+        for (name, params) in [
+            ("facebook/opt-1.3b", Some(1.3e9)),
+            ("meta-llama/Llama-2-70b-chat-hf", Some(70e9)),
+            ("Qwen/Qwen2.5-7B-Instruct", Some(7e9)),
+            (
+                "Qwen_Qwen3-235B-A22B-Instruct-2507-IQ3_XS-00001-of-00003.gguf",
+                Some(235e9),
+            ),
+            ("./models/7B", Some(7e9)),
+            ("/models/7B/", Some(7e9)),
+            ("facebook/opt-350m", Some(350e6)),
+            ("deepseek-coder-6.7b-instruct", Some(6.7e9)),
+            // No total in the name: experts x size, active parameters only, no tag.
+            ("mistralai/Mixtral-8x7B-Instruct-v0.1", None),
+            ("Qwen/Qwen1.5-MoE-A2.7B", None),
+            ("gpt2", None),
+            ("openai/whisper-large-v3", None),
+            ("BAAI/bge-m3", None),
+            ("microsoft/Phi-3-mini-4k-instruct", None),
+        ] {
+            assert_eq!(params_in_name(name), params, "{name}");
+        }
+        let mut f = Facts::new();
+        f.set("model.name", "facebook/opt-1.3b", None);
+        derive(&mut f);
+        assert_eq!(f.num("model.params"), Some(1.3e9));
+        // A count the log printed wins over the name.
+        let mut f = Facts::new();
+        f.set("model.name", "facebook/opt-1.3b", None);
+        f.set("model.params", 1.32e9, None);
+        derive(&mut f);
+        assert_eq!(f.num("model.params"), Some(1.32e9));
+    }
 
     #[test]
     fn torch_numbers() {

@@ -60,6 +60,24 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Cause("batch-misconfiguration"),
     ),
+    // Full fine-tuning of a model named 2.7B on a 24 GB card: its states at 16 bytes a
+    // parameter are 40 GiB, whatever the batch; the LoRA run of the same model is not.
+    (
+        "pt-full-ft-states.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    (
+        "pt-lora-states-near-miss.log",
+        "device-oom",
+        Undetermined(&["model-too-large", "batch-misconfiguration"]),
+    ),
+    // A parallel layer's constructor creating its weight: the model was being built.
+    (
+        "pt-parallel-layer-init.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
     ("pt-cpu-alloc.log", "host-oom", Cause("host-oom")),
     ("pt-cpu-alloc-windows.log", "host-oom", Cause("host-oom")),
     (
@@ -196,6 +214,15 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         Undetermined(&[]),
     ),
     ("tpu-hbm.log", "device-oom", Undetermined(&[])),
+    // TPU: 8.40G free, 6.95G of it placeable, a 7.88G request on the first step: the free
+    // memory is in pieces, and the step may also be too big.
+    (
+        "jax-tpu-reserve-pieces.log",
+        "device-oom",
+        Undetermined(&["fragmentation", "batch-misconfiguration"]),
+    ),
+    // The same with all free memory placeable: nothing in pieces.
+    ("jax-tpu-reserve-full.log", "device-oom", Undetermined(&[])),
     // DeepSpeed: 14.2 GB after ZeRO set-up, 35.4 GiB at the OOM in `model_engine.backward`
     // (the only frame), micro-batch 16: the states fit, the step did not. The stage is not in
     // the log.
@@ -266,6 +293,24 @@ fn every_engine_and_cause_gives_its_verdict() {
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// Findings that read a number only some logs give fire on it and only on it: the near-miss
+/// of each fixture pair differs in that number alone.
+#[test]
+fn size_and_placement_findings_need_their_numbers() {
+    let says = |file: &str, prefix: &str| {
+        first(file)
+            .evidence
+            .iter()
+            .any(|e| e.text.starts_with(prefix))
+    };
+    let states = "training all 2.7B parameters with Adam";
+    assert!(says("pt-full-ft-states.log", states));
+    assert!(!says("pt-lora-states-near-miss.log", states));
+    let pieces = "8.40 GiB was free, more than the 7.88 GiB request";
+    assert!(says("jax-tpu-reserve-pieces.log", pieces));
+    assert!(!says("jax-tpu-reserve-full.log", "6.95 GiB was free"));
 }
 
 #[test]

@@ -56,6 +56,11 @@ pub const FACTS: &[FactDef] = &[
         "Device memory TensorFlow created its GPU device with (`Created device ... with N MB memory`).",
     ),
     fact(
+        "xla.reservable_bytes",
+        Unit::Bytes,
+        "The largest buffer the TPU runtime could still place (`... and 10.52G reservable`); below the request while the free memory is above it, the free memory is in pieces.",
+    ),
+    fact(
         "xla.program_bytes",
         Unit::Bytes,
         "Memory the compiled program needs (`BufferAssignment ... total allocation`, TPU `Used X of Y hbm`).",

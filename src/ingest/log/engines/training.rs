@@ -18,7 +18,7 @@ static CONFIG_KV: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r#"(?x)
         (?:^|[\s,({"'-])
-        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|grad_ckpt|mixed_precision|model_name_or_path|world_size|optim)
+        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|grad_ckpt|mixed_precision|model_name_or_path|world_size|num_processes|nproc_per_node|optim)
         ["']?\s*(?:=|:|\s)\s*["']?
         (?P<val>[\w./-]+)"#,
     )
@@ -124,6 +124,9 @@ impl Recognizer for Training {
             "cutoff_len",
             "mixed_precision",
             "world_size",
+            // Launchers: `accelerate launch --num_processes 2`, `torchrun --nproc_per_node=4`.
+            "num_processes",
+            "nproc_per_node",
             "Num processes",
             "bf16",
             "fp16",
@@ -274,7 +277,8 @@ impl Recognizer for Training {
                     }
                 }
                 "model_name_or_path" if v.len() > 1 && v != "None" => out.fact("model.name", v, sp),
-                "world_size" => {
+                // A launcher's process count on one node is the world size or a floor of it.
+                "world_size" | "num_processes" | "nproc_per_node" => {
                     if let Some(n) = n.filter(|n| *n >= 1.0) {
                         out.fact("train.world_size", n, sp);
                     }
@@ -328,6 +332,20 @@ mod tests {
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
         crate::ingest::log::engines::facts_of(&Training, text)
+    }
+
+    #[test]
+    fn a_launchers_process_count_is_the_world_size() {
+        for line in [
+            "+ accelerate launch --num_processes 2 sft.py --model_name_or_path m",
+            "torchrun --nproc_per_node=2 --master_port=29811 train.py",
+        ] {
+            assert!(
+                facts(line).contains(&("train.world_size", Value::from(2.0))),
+                "{line}: {:?}",
+                facts(line)
+            );
+        }
     }
 
     #[test]

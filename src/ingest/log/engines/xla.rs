@@ -51,6 +51,14 @@ static TPU_HBM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<u>\d+(?:\.\d+)?)(?P<uu>[KMGT])? of (?P<t>\d+(?:\.\d+)?)(?P<tu>[KMGT])? (?:hbm|vmem)")
         .expect("static regex")
 });
+/// The TPU runtime's refusal to place a buffer: `Attempting to reserve 11.35G at the bottom of
+/// memory. That was not possible. There are 12.18G free, 0B reserved, and 10.52G
+/// reservable.` "Reservable" is the largest run it could still place at the bottom of
+/// memory: free above the request but reservable below it is free memory in pieces.
+static TPU_RESERVE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"Attempting to reserve (?P<r>\d+(?:\.\d+)?)(?P<ru>[KMGT])?B? at the bottom of memory\. That was not possible\. There are (?P<f>\d+(?:\.\d+)?)(?P<fu>[KMGT])?B? free, (?:\d+(?:\.\d+)?[KMGT]?B? reserved, and )?(?P<a>\d+(?:\.\d+)?)(?P<au>[KMGT])?B? reservable")
+        .expect("static regex")
+});
 static RESOURCE_EXHAUSTED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?:XlaRuntimeError|JaxRuntimeError|ResourceExhaustedError|errors_impl\.ResourceExhaustedError)?:?\s*RESOURCE_EXHAUSTED:?\s*(?P<rest>.*)")
         .expect("static regex")
@@ -310,7 +318,36 @@ impl Recognizer for Xla {
                     || l.contains("attempting to reserve")
                     || l.contains("attempting to allocate")
                 {
-                    out.failure(xla_failure(line, "xla-runtime"));
+                    let mut f = xla_failure(line, "xla-runtime");
+                    // The reserve message is long: a hard wrap cuts it before its numbers.
+                    let whole = (l.contains("attempting to reserve")
+                        && !TPU_RESERVE.is_match(text))
+                    .then(|| {
+                        super::join_whole(
+                            line,
+                            |t| TPU_RESERVE.is_match(t),
+                            |piece| piece.contains("RESOURCE_EXHAUSTED"),
+                        )
+                    })
+                    .flatten();
+                    let reserve_text = whole.as_ref().map_or(text, |(t, _)| t.as_str());
+                    if let Some(c) = TPU_RESERVE.captures(reserve_text) {
+                        f.fact("oom.backend", "tpu", None);
+                        for (n, u, name) in [
+                            ("r", "ru", "oom.requested_bytes"),
+                            ("f", "fu", "oom.free_bytes"),
+                            ("a", "au", "xla.reservable_bytes"),
+                        ] {
+                            let unit = c.name(u).map_or("B", |m| m.as_str());
+                            if let Some(m) = c.name(n) {
+                                if let Some(b) = size_bin(m.as_str(), unit) {
+                                    // Offsets in a joined message are not the line's.
+                                    f.fact(name, b, if whole.is_some() { None } else { span(&m) });
+                                }
+                            }
+                        }
+                    }
+                    out.failure(f);
                 }
             }
             return;
@@ -739,6 +776,18 @@ mod tests {
             Some((15.48 * GIB).round())
         );
         assert!(failure("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Attempting to reserve 5.12G at the bottom of memory. That was not possible. There are 3.31G free, 0B reserved, and 3.31G reservable.").is_some());
+        let raw = "RuntimeError: RESOURCE_EXHAUSTED: Attempting to reserve 11.35G at the bottom of memory. That was not possible. There are 12.18G free, 0B reserved, and 10.52G reservable.: while running replica 0 and partition 0 of a replicated computation";
+        let f = failure(raw).unwrap();
+        let gib = |x: f64| Some((x * 1073741824.0).round());
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(Value::as_f64),
+            gib(11.35)
+        );
+        assert_eq!(f.get("oom.free_bytes").and_then(Value::as_f64), gib(12.18));
+        assert_eq!(
+            f.get("xla.reservable_bytes").and_then(Value::as_f64),
+            gib(10.52)
+        );
         // X-1 with nothing after it is the failure itself.
         let f = failure("Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.93GiB (rounded to 3149744640)requested by op model/dense/MatMul").unwrap();
         assert_eq!(

@@ -238,14 +238,44 @@ pub fn params_in_name(name: &str) -> Option<f64> {
     best
 }
 
+/// Whether a model's name says its weights are quantized (`Llama-2-70B-GPTQ`, `...-AWQ`,
+/// `...-Q4_K_M.gguf`, `...-bnb-4bit`, `...-FP8`, `...-exl2`).
+fn names_a_quantized_checkpoint(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "gptq", "awq", "gguf", "ggml", "4bit", "8bit", "int4", "int8", "fp8", "exl2", "nf4", "bnb",
+        "w4a16", "w8a8",
+    ]
+    .iter()
+    .any(|q| n.contains(q))
+}
+
 fn model_weights(f: &mut Facts) {
     if f.contains("model.weights_bytes") {
         return;
     }
+    // A quantized checkpoint's weights are not params x the compute dtype (vLLM logs
+    // `dtype=float16` for a GPTQ model).
+    let quantized = [
+        "model.quantization",
+        "vllm.quantization",
+        "sglang.quantization",
+        "tgi.quantize",
+    ]
+    .iter()
+    .any(|k| f.get(k).is_some_and(|v| v.value.as_str() != Some("None")));
     if let (Some(params), Some(bytes)) = (
         f.num("model.params"),
         f.str("model.dtype").and_then(dtype_bytes),
     ) {
+        // A name that says quantized, next to a 16- or 32-bit dtype: that dtype is the
+        // compute's, not the weights'.
+        let named_quantized = bytes >= 2.0
+            && f.str("model.name")
+                .is_some_and(names_a_quantized_checkpoint);
+        if quantized || named_quantized {
+            return;
+        }
         // The weights on one device: a serving engine's tensor and pipeline parallelism
         // splits them over its GPUs.
         let mut sources = vec!["model.params", "model.dtype"];
@@ -938,6 +968,36 @@ mod tests {
         f.set("model.name", "facebook/opt-1.3b", None);
         derive(&mut f);
         assert_eq!(f.num("model.params"), Some(1.3e9));
+        // The weights follow from the dtype, per device, unless the checkpoint is quantized.
+        let weights = |name: &str, extra: &[(&str, &str)]| {
+            let mut f = Facts::new();
+            f.set("model.name", name, None);
+            f.set("model.dtype", "float16", None);
+            for (k, v) in extra {
+                f.set(k, *v, None);
+            }
+            derive(&mut f);
+            f.num("model.weights_bytes")
+        };
+        assert_eq!(weights("meta-llama/Llama-2-70b-hf", &[]), Some(140e9));
+        let mut f = Facts::new();
+        f.set("model.name", "meta-llama/Llama-2-70b-hf", None);
+        f.set("model.dtype", "float16", None);
+        f.set("vllm.tensor_parallel_size", 4.0, None);
+        derive(&mut f);
+        assert_eq!(f.num("model.weights_bytes"), Some(35e9));
+        assert_eq!(weights("TheBloke/Llama-2-70B-GPTQ", &[]), None);
+        assert_eq!(
+            weights("meta-llama/Llama-2-70b-hf", &[("vllm.quantization", "awq")]),
+            None
+        );
+        assert_eq!(
+            weights(
+                "meta-llama/Llama-2-70b-hf",
+                &[("vllm.quantization", "None")]
+            ),
+            Some(140e9)
+        );
         // A count the log printed wins over the name.
         let mut f = Facts::new();
         f.set("model.name", "facebook/opt-1.3b", None);

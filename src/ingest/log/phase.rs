@@ -276,7 +276,9 @@ fn moves_a_model(func: &str) -> bool {
     matches!(func, "to" | "cuda" | "_apply" | "convert")
 }
 
-fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
+/// The phase a frame shows: its function or file, or its source line (`source`, empty when
+/// unknown) for a constructor.
+fn frame_phase(file: &str, func: &str, source: &str) -> Option<&'static str> {
     let base = func.rsplit('.').next().unwrap_or(func);
     FRAME_CLASSES
         .iter()
@@ -298,9 +300,14 @@ fn frame_phase(file: &str, func: &str) -> Option<&'static str> {
             let runtime_loader = base == "__init__"
                 && (file.contains("faster_whisper")
                     || file.contains("onnxruntime_inference_collection"));
+            // Any constructor creating a parameter (`self.weight = Parameter(...)`:
+            // fairscale's and Megatron's parallel layers, a project's own layers) is the
+            // model being built; a constructor's other allocations may run anywhere.
+            let builds_parameter = base == "__init__" && source.contains("Parameter(");
             (torch_module && matches!(base, "__init__" | "reset_parameters")
                 || module_to
-                || runtime_loader)
+                || runtime_loader
+                || builds_parameter)
                 .then_some(id::MODEL_LOAD)
         })
         .or_else(|| {
@@ -336,10 +343,10 @@ pub fn of_mark(mark: PhaseMark) -> &'static str {
 /// before the failure it was (`None` if it was outside the window or never seen).
 pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> PhaseDecision {
     // 1. The traceback directly above the error: frames up to the "Traceback" header.
-    let mut frames: Vec<(String, String)> = Vec::new();
+    // (file, function, the frame's source line or "").
+    let mut frames: Vec<(String, String, String)> = Vec::new();
     // The call the innermost frame shown was making, from its source line.
     let mut innermost_call: Option<(String, String)> = None;
-    let mut builds_parameter: Option<String> = None;
     let mut saw_frames = false;
     for (i, l) in preceding.iter().take(400).enumerate() {
         let t = l.text.trim_start();
@@ -385,26 +392,16 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                         }
                     }
                 }
-                // A constructor creating a parameter (`self.weight = Parameter(torch.empty(...))`,
-                // fairscale's and Megatron's parallel layers, a project's own layers): the
-                // model is being built, on the device when this allocation failed. Only a
-                // parameter says so; any other allocation in a constructor may run anywhere.
-                if func == "__init__" && builds_parameter.is_none() {
-                    let source = i
-                        .checked_sub(1 + name_piece)
-                        .map(|j| preceding[j].text.trim());
-                    if source.is_some_and(|s| s.contains("Parameter(")) {
-                        builds_parameter =
-                            Some(format!("{func} ({}) creating a Parameter", file.as_str()));
-                    }
-                }
+                let source = i
+                    .checked_sub(1 + name_piece)
+                    .map_or("", |j| preceding[j].text.trim());
                 if frames.is_empty() {
                     innermost_call = i
                         .checked_sub(1)
                         .and_then(|j| CALL.captures(preceding[j].text.trim()))
                         .map(|c| (file.as_str().to_string(), c["name"].to_string()));
                 }
-                frames.push((file.as_str().to_string(), func));
+                frames.push((file.as_str().to_string(), func, source.to_string()));
                 saw_frames = true;
             }
             continue;
@@ -480,7 +477,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         frames
             .iter()
             .take(40)
-            .map(|(file, func)| {
+            .map(|(file, func, _)| {
                 let base = file.rsplit(['/', '\\']).next().unwrap_or(file);
                 format!("{base}:{func}")
             })
@@ -496,11 +493,11 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let mut best: Option<(usize, &'static str, String)> = None;
     let mut in_training_step = false;
     let mut in_optimizer_step = false;
-    for (file, func) in &frames {
+    for (file, func, source) in &frames {
         if STEP_FUNCTIONS.contains(&func.as_str()) {
             in_training_step = true;
         }
-        if let Some(p) = frame_phase(file, func) {
+        if let Some(p) = frame_phase(file, func, source) {
             // Frames run innermost first. An optimizer's `step(closure)` that calls the
             // training step (Lightning's automatic optimisation, LBFGS) wraps the forward:
             // with the step function inside it, the failure is in the step, not the update.
@@ -524,15 +521,6 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             }
         }
     }
-    if best.is_none() {
-        if let Some(ev) = builds_parameter {
-            let rank = FRAME_CLASSES
-                .iter()
-                .position(|c| c.phase == id::MODEL_LOAD)
-                .unwrap_or(usize::MAX);
-            best = Some((rank, id::MODEL_LOAD, ev));
-        }
-    }
     // A traceback cut to the user's own frames (a debugger's or an IDE's report, the last
     // lines of one pasted) names no library function, but the innermost frame's source
     // line shows the call that failed (`model = AutoModel.from_pretrained(...)`,
@@ -541,7 +529,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     if best.is_none() {
         if let Some((file, name)) = &innermost_call {
             if let Some(p) = (!moves_a_model(name))
-                .then(|| frame_phase("", name))
+                .then(|| frame_phase("", name, ""))
                 .flatten()
             {
                 best = Some((0, p, format!("{name} (called from {file})")));
@@ -594,7 +582,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         let progress_after = last_progress_distance.is_some_and(|d| d < distance);
         let library_frames = frames
             .iter()
-            .filter(|(file, _)| file.contains("-packages"))
+            .filter(|(file, _, _)| file.contains("-packages"))
             .count();
         let traceback_elsewhere =
             of_mark(mark) == id::MODEL_LOAD && best.is_none() && library_frames >= 3;
@@ -739,7 +727,7 @@ Traceback (most recent call last):
     self.weight = Parameter(torch.Tensor(self.out_features, self.in_features))"#;
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::MODEL_LOAD, "{:?}", d.evidence);
-        assert!(d.evidence.unwrap().contains("creating a Parameter"));
+        assert!(d.evidence.unwrap().contains("layers.py"));
 
         let tb = tb.replace("Parameter(torch.Tensor", "torch.Tensor(");
         assert_eq!(decide(&pre(&tb), None).phase, id::UNKNOWN);

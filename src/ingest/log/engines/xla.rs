@@ -319,33 +319,8 @@ impl Recognizer for Xla {
                     || l.contains("attempting to allocate")
                 {
                     let mut f = xla_failure(line, "xla-runtime");
-                    // The reserve message is long: a hard wrap cuts it before its numbers.
-                    let whole = (l.contains("attempting to reserve")
-                        && !TPU_RESERVE.is_match(text))
-                    .then(|| {
-                        super::join_whole(
-                            line,
-                            |t| TPU_RESERVE.is_match(t),
-                            |piece| piece.contains("RESOURCE_EXHAUSTED"),
-                        )
-                    })
-                    .flatten();
-                    let reserve_text = whole.as_ref().map_or(text, |(t, _)| t.as_str());
-                    if let Some(c) = TPU_RESERVE.captures(reserve_text) {
-                        f.fact("oom.backend", "tpu", None);
-                        for (n, u, name) in [
-                            ("r", "ru", "oom.requested_bytes"),
-                            ("f", "fu", "oom.free_bytes"),
-                            ("a", "au", "xla.reservable_bytes"),
-                        ] {
-                            let unit = c.name(u).map_or("B", |m| m.as_str());
-                            if let Some(m) = c.name(n) {
-                                if let Some(b) = size_bin(m.as_str(), unit) {
-                                    // Offsets in a joined message are not the line's.
-                                    f.fact(name, b, if whole.is_some() { None } else { span(&m) });
-                                }
-                            }
-                        }
+                    if l.contains("attempting to reserve") {
+                        tpu_reserve(line, text, &mut f);
                     }
                     out.failure(f);
                 }
@@ -652,6 +627,40 @@ fn buffer_assignment(line: &Line<'_>, f: &mut Failure) {
         }
         seen || !raw.trim().is_empty()
     });
+}
+
+/// The TPU runtime's reserve message's numbers ([`TPU_RESERVE`]): the request, the free
+/// memory and what of it could still be placed. The message is long: a hard wrap cuts it
+/// before its numbers, so it is read whole.
+fn tpu_reserve(line: &Line<'_>, text: &str, f: &mut Failure) {
+    let whole = (!TPU_RESERVE.is_match(text))
+        .then(|| {
+            super::join_whole(
+                line,
+                |t| TPU_RESERVE.is_match(t),
+                |piece| piece.contains("RESOURCE_EXHAUSTED"),
+            )
+        })
+        .flatten();
+    let Some(c) = TPU_RESERVE.captures(whole.as_ref().map_or(text, |(t, _)| t.as_str())) else {
+        return;
+    };
+    f.fact("oom.backend", "tpu", None);
+    for (n, u, name) in [
+        ("r", "ru", "oom.requested_bytes"),
+        ("f", "fu", "oom.free_bytes"),
+        ("a", "au", "xla.reservable_bytes"),
+    ] {
+        let unit = c.name(u).map_or("B", |m| m.as_str());
+        if let Some(b) = c
+            .name(n)
+            .and_then(|m| size_bin(m.as_str(), unit).map(|b| (b, m)))
+        {
+            // Offsets in a joined message are not the line's.
+            let at = if whole.is_some() { None } else { span(&b.1) };
+            f.fact(name, b.0, at);
+        }
+    }
 }
 
 #[cfg(test)]

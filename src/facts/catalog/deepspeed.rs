@@ -71,6 +71,12 @@ pub const FACTS: &[FactDef] = &[
         "ZeRO estimator: per-CPU (host) memory with the optimizer offloaded.",
     ),
     fact(
+        "deepspeed.cpu_optimizer",
+        Unit::Flag,
+        "DeepSpeedCPUAdam was built or created: the optimizer states live in host memory \
+         (ZeRO-Offload), whatever the config dump says or leaves out.",
+    ),
+    fact(
         "deepspeed.batch_search_exhausted",
         Unit::Flag,
         "Accelerate's find_executable_batch_size gave up: not even batch size 1 fits.",

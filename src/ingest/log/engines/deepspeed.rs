@@ -75,6 +75,8 @@ impl Recognizer for DeepSpeed {
             "DeepSpeed info",
             "deepspeed/runtime/",
             "No executable batch size found",
+            "cpu_adam",
+            "arithmetic capability",
         ]
     }
 
@@ -156,6 +158,17 @@ impl Recognizer for DeepSpeed {
             if let Ok(v) = m.as_str().parse::<f64>() {
                 out.fact("model.params", v * 1e6, span(&m));
             }
+            return;
+        }
+        // DeepSpeedCPUAdam is what ZeRO-Offload steps with: building its op (`Loading
+        // extension module cpu_adam...`) or creating it (`Adam Optimizer #0 is created with
+        // AVX512 arithmetic capability.`) says the optimizer states are in host RAM even when
+        // the log has no config dump.
+        if text.contains("extension module cpu_adam")
+            || (text.contains("Adam Optimizer #") && text.contains("arithmetic capability"))
+        {
+            out.engine(id::DEEPSPEED);
+            out.fact("deepspeed.cpu_optimizer", true, None);
             return;
         }
         if text.contains("DeepSpeed info") {

@@ -28,7 +28,7 @@ static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
+    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)\s*[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
 });
 /// Python's failed host allocations, at the start of the exception line: ENOMEM from the
 /// kernel (`OSError: [Errno 12] Cannot allocate memory`, a `fork` of a large process or an
@@ -95,6 +95,9 @@ impl Recognizer for Host {
             "status: 137",
             "exitcode: -9",
             "exit code:",
+            // DeepSpeed's launcher: `exits with return code = -9`.
+            "code = -9",
+            "code = 137",
             "num_workers",
             "Errno 12",
             "MemoryError",

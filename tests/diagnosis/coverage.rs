@@ -78,6 +78,16 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Cause("model-too-large"),
     ),
+    // A paste that starts inside the 2.1+ message: its tail alone is the OOM.
+    (
+        "pt-oom-tail-only.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration"]),
+    ),
+    // DeepSpeed's launcher reporting SIGKILL as `return code = -9`, with and without the
+    // CPU Adam that ZeRO-Offload builds.
+    ("ds-offload-return-code.log", "host-oom", Cause("host-oom")),
+    ("ds-killed-no-offload.log", "host-oom", Cause("host-oom")),
     ("pt-cpu-alloc.log", "host-oom", Cause("host-oom")),
     ("pt-cpu-alloc-windows.log", "host-oom", Cause("host-oom")),
     (
@@ -86,6 +96,12 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         Undetermined(&["memory-contention"]),
     ),
     // vLLM.
+    // Serving, its OOM message cut after `Tried to allocate`.
+    (
+        "vllm-serving-cut-message.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration"]),
+    ),
     (
         "vllm-b1-budget-014.log",
         "engine-budget",
@@ -311,6 +327,34 @@ fn size_and_placement_findings_need_their_numbers() {
     let pieces = "8.40 GiB was free, more than the 7.88 GiB request";
     assert!(says("jax-tpu-reserve-pieces.log", pieces));
     assert!(!says("jax-tpu-reserve-full.log", "6.95 GiB was free"));
+}
+
+/// Logs cut short keep the cause their remaining lines establish and a fix with a value: the
+/// rule and fix picked depend on the one line that differs from the near miss.
+#[test]
+fn cut_and_bare_logs_keep_their_evidence() {
+    let offload = first("ds-offload-return-code.log");
+    assert_eq!(offload.rule, "deepspeed-offload-host-ram");
+    assert!(offload.fixes[0].action.contains("nvme"));
+    assert_eq!(first("ds-killed-no-offload.log").rule, "process-killed");
+    let tail = first("pt-oom-tail-only.log");
+    assert_eq!(tail.kind, "device-oom");
+    assert!(
+        tail.fixes
+            .iter()
+            .any(|f| f.action == "set batch_size to 24"),
+        "{:?}",
+        tail.fixes.iter().map(|f| &f.action).collect::<Vec<_>>()
+    );
+    let vllm = first("vllm-serving-cut-message.log");
+    assert_eq!(vllm.phase, "serving");
+    assert!(
+        vllm.fixes
+            .iter()
+            .any(|f| f.action == "--gpu-memory-utilization 0.91"),
+        "{:?}",
+        vllm.fixes.iter().map(|f| &f.action).collect::<Vec<_>>()
+    );
 }
 
 #[test]

@@ -82,6 +82,11 @@ static MODERN_UNALLOC: LazyLock<Regex> = LazyLock::new(|| {
     ))
     .expect("static regex")
 });
+/// The allocated figure when a paste starts inside `Of the allocated memory X is allocated by
+/// PyTorch`.
+static TAIL_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(&format!(r"(?P<alloc>{SIZE}) is allocated by PyTorch")).expect("static regex")
+});
 static LEGACY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
         r"\((?:GPU|NPU|XPU|MLU|MUSA)\s+(?P<dev>\d+);\s*(?P<total>{SIZE}) total capacity;\s*(?P<alloc>{SIZE}) already allocated;(?:\s*{SIZE} current active;)?\s*(?P<free>{SIZE}) free;(?:\s*(?P<allowed>{SIZE}) allowed;)?\s*(?P<reserved>{SIZE}) (?P<word>reserved in total by PyTorch|cached)\)"
@@ -103,7 +108,7 @@ static ASYNC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
 /// OOMs raised by the CUDA runtime or libraries outside the caching allocator. They carry no
 /// numbers; `cuda runtime error (2)` and `THCudaCheck` are the pre-1.0 forms.
 static RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?P<b>CUDA|HIP|ROCm|MUSA) error: out of memory|cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA out of memory\.?\s*$|CUDNN_STATUS_ALLOC_FAILED|Cuda failure '?out of memory'?")
+    Regex::new(r"(?i)(?P<b>CUDA|HIP|ROCm|MUSA) error: out of memory|cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA out of memory\.?\s*(?:Tried to allocate\s*)?$|CUDNN_STATUS_ALLOC_FAILED|Cuda failure '?out of memory'?")
         .expect("static regex")
 });
 static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
@@ -162,6 +167,8 @@ impl Recognizer for PyTorch {
             "CUDA Graph is empty",
             "cuda/graphs.py:",
             "cuda\\graphs.py:",
+            // The end of 2.1+'s message, for a paste that starts after its first words.
+            "but unallocated",
         ]
     }
 
@@ -197,6 +204,10 @@ impl Recognizer for PyTorch {
             || text.contains("ALLOC_FAILED")
             || text.trim_start().starts_with("Tried to allocate");
         if oom_like && recognize_oom(line, out) {
+            return;
+        }
+        if text.contains("reserved by PyTorch but unallocated") && recognize_message_tail(line, out)
+        {
             return;
         }
         if let Some(c) = CPU_ALLOC.captures(text) {
@@ -441,6 +452,75 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
         return true;
     }
     false
+}
+
+/// A paste that starts inside PyTorch 2.1+'s OOM message (`... PyTorch, and 1.91 GiB is
+/// reserved by PyTorch but unallocated. If reserved but unallocated memory is large ...`):
+/// the sentence is printed only by that message, so it is the OOM even without its head,
+/// with the numbers the paste kept. Not when the head is just above: that message was read
+/// whole (or deliberately not) from its first line.
+fn recognize_message_tail(line: &Line<'_>, out: &mut Emit) -> bool {
+    let above = line.preceding(12);
+    if above.iter().any(|l| {
+        l.text.contains("Tried to allocate")
+            || l.text.contains("out of memory")
+            || l.text.contains("OutOfMemoryError")
+    }) {
+        return false;
+    }
+    // A hard wrap may have put the message's middle on the line before: read it glued and
+    // spaced, and keep the reading with the most numbers.
+    let prev = above
+        .first()
+        .map(|l| l.text.trim_end().to_string())
+        .filter(|t| !t.is_empty() && !t.contains("but unallocated"));
+    let mut readings = vec![(line.text.to_string(), 0u32)];
+    if let Some(p) = prev {
+        readings.push((format!("{p}{}", line.text), 1));
+        readings.push((format!("{p} {}", line.text), 1));
+    }
+    let best = readings
+        .into_iter()
+        .filter_map(|(t, _)| parse_message_tail(&t).map(|f| (f, t)))
+        .max_by_key(|(f, _)| f.facts.len());
+    let Some((mut f, joined)) = best else {
+        return false;
+    };
+    if joined != line.text {
+        f.text = Some(joined);
+    }
+    out.failure(f);
+    true
+}
+
+/// The numbers in the end of PyTorch 2.1+'s OOM message.
+fn parse_message_tail(text: &str) -> Option<Failure> {
+    let unalloc = MODERN_UNALLOC.captures(text)?.name("unalloc")?;
+    let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
+    f.fact("oom.backend", "cuda", None)
+        .fact("oom.wording", "torch-message-tail", None);
+    let u = size(unalloc)?;
+    f.fact("oom.reserved_unallocated_bytes", u, span(&unalloc));
+    let alloc = TAIL_ALLOC.captures(text).and_then(|c| c.name("alloc"));
+    if let Some(a) = alloc.and_then(|m| size(m).map(|v| (v, m))) {
+        f.fact("oom.allocated_bytes", a.0, span(&a.1));
+        f.fact("oom.reserved_bytes", a.0 + u, None);
+    }
+    if let Some(m) = SELF_PROCESS.captures(text).and_then(|c| c.name("used")) {
+        if let Some(v) = size(m) {
+            f.fact("oom.self_used_bytes", v, span(&m));
+        }
+    }
+    if let Some(m) = MODERN_PRIVATE
+        .captures(text)
+        .and_then(|c| c.name("private"))
+    {
+        if let Some(p) = size(m) {
+            f.fact("oom.private_pool_bytes", p, span(&m));
+        }
+    }
+    f.fact("torch.has_expandable_segments", true, None);
+    Some(f)
 }
 
 /// Parses the caching allocator's message (any generation) from joined text.

@@ -364,7 +364,9 @@ impl Recognizer for Vllm {
             "init engine (profile, create kv cache",
             "Starting vLLM API server",
             "Application startup complete",
+            "Uvicorn running on",
             "Processed prompts",
+            "Added request ",
             "/vllm/",
         ]
     }
@@ -619,9 +621,13 @@ impl Vllm {
         } else if text.contains("init engine (profile, create kv cache")
             || text.contains("Starting vLLM API server")
             || text.contains("Processed prompts")
+            // The engine taking a request (`engine.py:267] Added request chatcmpl-...`).
+            || (text.contains("Added request ") && text.contains("engine"))
         {
             out.phase(PhaseMark::Serving);
-        } else if text.contains("Application startup complete") {
+        } else if text.contains("Application startup complete")
+            || text.contains("Uvicorn running on")
+        {
             // Uvicorn prints this for every Python server; it marks serving but says
             // nothing about which engine runs.
             out.phase(PhaseMark::Serving);

@@ -19,6 +19,8 @@ fn first(name: &str) -> IncidentReport {
 /// (file, failure kind, the cause it must name first)
 const CASES: &[(&str, &str, &str)] = &[
     ("glued-killed-after-shards-bar.log", "host-oom", "host-oom"),
+    // The CPU allocator's byte count cut by a 100-column wrap.
+    ("cpu-allocator-wrapped-at-100.log", "host-oom", "host-oom"),
     ("ray-monitor-caret-escapes.log", "host-oom", "host-oom"),
     (
         "sglang-no-kv-room-cut-short.log",
@@ -93,6 +95,8 @@ fn thin_pastes_are_incidents_and_say_what_would_settle_them() {
     // The hard-wrapped status is read whole: its number is the request.
     let i = first("tf-status-hard-wrapped-at-100-columns.log");
     assert_eq!(i.requested_bytes, Some(5_520_758_552));
+    let i = first("cpu-allocator-wrapped-at-100.log");
+    assert_eq!(i.requested_bytes, Some(92_475_822_080));
     // A pre-1.0 runtime error has no figures: nothing says memory was held elsewhere.
     let i = first("pre-1.0-thcudacheck.log");
     assert!(

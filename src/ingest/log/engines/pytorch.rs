@@ -210,8 +210,21 @@ impl Recognizer for PyTorch {
         {
             return;
         }
-        if let Some(c) = CPU_ALLOC.captures(text) {
+        // A wrap can cut the request's byte count (`you tried to allocate 65` / `641881600
+        // bytes.`): read the message joined with its pieces when the line alone is short.
+        let cpu_joined = if text.contains("DefaultCPUAllocator:") && !CPU_ALLOC.is_match(text) {
+            super::join_whole(line, |t| CPU_ALLOC.is_match(t), |_| false)
+        } else {
+            None
+        };
+        let cpu_text = cpu_joined.as_ref().map_or(text, |(t, _)| t.as_str());
+        if let Some(c) = CPU_ALLOC.captures(cpu_text) {
             let mut f = Failure::new("host-oom", id::PYTORCH, Domain::Host);
+            // Spans then point into the joined text.
+            if let Some((joined, used)) = &cpu_joined {
+                out.consume(*used);
+                f.text = Some(joined.clone());
+            }
             if let Some(m) = c.name("req") {
                 if let Ok(n) = m.as_str().parse::<u64>() {
                     f.fact("host.requested_bytes", n, Some((m.start(), m.end())));

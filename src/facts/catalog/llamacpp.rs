@@ -6,6 +6,21 @@ use crate::facts::evidence::Unit;
 /// Facts read from llama.cpp logs (and derived for its fixes).
 pub const FACTS: &[FactDef] = &[
     fact(
+        "llamacpp.request_tokens",
+        Unit::Tokens,
+        "The prompt of the request the server was processing when the device allocation failed (`new prompt, ... task.n_tokens = N`).",
+    ),
+    fact(
+        "llamacpp.served_max_tokens",
+        Unit::Tokens,
+        "The largest context a request the server finished before the failure held (`stop processing: n_tokens = N`).",
+    ),
+    fact(
+        "llamacpp.requests_served",
+        Unit::Count,
+        "Requests the server finished (`stop processing`) in the lines before the failure.",
+    ),
+    fact(
         "llamacpp.n_ctx",
         Unit::Tokens,
         "Context size of the llama.cpp context (all sequences together): `n_ctx = N` or `-c N`.",

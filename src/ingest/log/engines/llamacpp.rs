@@ -451,6 +451,47 @@ fn device_failure(line: &Line<'_>, kind: &str, backend: &str, device: Option<u32
     f
 }
 
+/// How far back the server's request lines are read at a failure.
+const SERVED_LOOKBACK: usize = 2000;
+
+/// What the server had already served when a device allocation failed mid-request: the
+/// request in progress (`slot update_slots: ... | task 1887 | new prompt, n_ctx_slot =
+/// 110080, n_keep = 0, task.n_tokens = 32819`; older builds `n_prompt_tokens = N`) and the
+/// requests finished before it (`slot release: ... | stop processing: n_tokens = 32078`).
+/// A request no larger than one that already completed needed nothing new: the memory
+/// around it had grown, which the decision weighs.
+fn served_before(line: &Line<'_>, f: &mut Failure) {
+    let above = line.preceding(SERVED_LOOKBACK);
+    let tokens_after = |t: &str, key: &str| -> Option<f64> {
+        let at = t.find(key)? + key.len();
+        let digits: String = t[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    // Nearest first: the request in progress is the last prompt announced.
+    let mut request = None;
+    let (mut served, mut largest) = (0u32, 0f64);
+    for l in &above {
+        let t = l.text.as_str();
+        if t.contains("new prompt") || t.contains("prompt tokenized") {
+            if request.is_none() {
+                request = tokens_after(t, "task.n_tokens = ")
+                    .or_else(|| tokens_after(t, "n_prompt_tokens = "));
+            }
+        } else if request.is_some() && t.contains("stop processing:") {
+            if let Some(n) = tokens_after(t, "n_tokens = ").or_else(|| tokens_after(t, "n_past = "))
+            {
+                served += 1;
+                largest = largest.max(n);
+            }
+        }
+    }
+    if let (Some(r), true) = (request, served > 0) {
+        f.fact("llamacpp.request_tokens", r, None)
+            .fact("llamacpp.served_max_tokens", largest, None)
+            .fact("llamacpp.requests_served", served, None);
+    }
+}
+
 /// Whether a backend allocation line is whole and says out of memory.
 fn is_cuda_malloc_oom(text: &str) -> bool {
     CUDA_MALLOC
@@ -642,6 +683,7 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         if let Some(func) = func {
             f.fact("llamacpp.failed_function", func, None);
         }
+        served_before(line, &mut f);
         f.text = Some(format!("{} {}", text.trim(), next_text.trim()));
         out.consume(1);
         out.failure(f);

@@ -88,6 +88,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     // CPU Adam that ZeRO-Offload builds.
     ("ds-offload-return-code.log", "host-oom", Cause("host-oom")),
     ("ds-killed-no-offload.log", "host-oom", Cause("host-oom")),
+    // c10's `CUDA error: out of memory` while the model is moved to the device: not the
+    // allocator placing weights (pt-cuda-legacy-load.log is that), the runtime starting.
+    (
+        "pt-runtime-oom-moving-model.log",
+        "device-oom",
+        Cause("memory-contention"),
+    ),
     ("pt-cpu-alloc.log", "host-oom", Cause("host-oom")),
     ("pt-cpu-alloc-windows.log", "host-oom", Cause("host-oom")),
     (
@@ -152,6 +159,18 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     // llama.cpp.
     ("llama-weights.log", "device-oom", Cause("model-too-large")),
     ("llama-kv.log", "device-oom", Cause("kv-cache-overflow")),
+    // llama-server failing mid-request: on a request no larger than one it had finished
+    // (the same work fit before), and on one more than twice as large.
+    (
+        "llama-serve-same-size-fails.log",
+        "device-oom",
+        Undetermined(&["memory-leak", "batch-misconfiguration"]),
+    ),
+    (
+        "llama-serve-bigger-request-fails.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
     (
         "llama-compute.log",
         "device-oom",
@@ -327,6 +346,12 @@ fn size_and_placement_findings_need_their_numbers() {
     let pieces = "8.40 GiB was free, more than the 7.88 GiB request";
     assert!(says("jax-tpu-reserve-pieces.log", pieces));
     assert!(!says("jax-tpu-reserve-full.log", "6.95 GiB was free"));
+    let served = "the request in progress (19655 prompt tokens) was no larger than one";
+    assert!(says("llama-serve-same-size-fails.log", served));
+    assert!(!says(
+        "llama-serve-bigger-request-fails.log",
+        "the request in progress"
+    ));
 }
 
 /// Logs cut short keep the cause their remaining lines establish and a fix with a value: the

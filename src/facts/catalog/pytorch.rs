@@ -11,6 +11,11 @@ pub const FACTS: &[FactDef] = &[
         "The device family of the failed allocation: cuda, hip, xpu, mps, npu, musa, mlu, cpu.",
     ),
     fact(
+        "oom.outside_allocator",
+        Unit::Flag,
+        "PyTorch 1.x+ reported `CUDA error: out of memory` from a runtime call (context creation, a copy, a library), not the caching allocator's `CUDA out of memory. Tried to allocate`: the allocation that failed was not a tensor's.",
+    ),
+    fact(
         "oom.wording",
         Unit::Text,
         "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, ...).",

@@ -461,6 +461,12 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
         };
         f.fact("oom.backend", backend, None)
             .fact("oom.wording", wording, None);
+        // c10's CUDA check (`CUDA error: out of memory`, 1.x and later) fails outside the
+        // caching allocator, which reports tensors with its own message; THC's `cuda runtime
+        // error (2)` was the allocator itself.
+        if wording == "cuda-runtime" && c.name("b").is_some() {
+            f.fact("oom.outside_allocator", true, None);
+        }
         out.failure(f);
         return true;
     }

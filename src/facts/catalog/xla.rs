@@ -81,6 +81,11 @@ pub const FACTS: &[FactDef] = &[
         "The runtime could not reserve its pool at start (`failed to allocate ... from device: CUDA_ERROR_OUT_OF_MEMORY`): the GPU was already in use.",
     ),
     fact(
+        "xla.library_handle_failed",
+        Unit::Flag,
+        "TensorFlow's / XLA's stream executor could not create a cuBLAS or cuDNN handle (`failed to create cublas handle: CUBLAS_STATUS_NOT_INITIALIZED`, `Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED`): the memory a library takes outside the runtime's pool was not there.",
+    ),
+    fact(
         "xla.context_create_failed",
         Unit::Flag,
         "Creating the CUDA context failed for memory (`failed call to cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY`): the device was full before the process allocated anything.",

@@ -30,6 +30,16 @@ static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"OOM when allocating tensor (?:with|of) shape\s*(?:\[(?P<shape>[\d,\s]*)\]|(?P<dims>dim\s*\{\s*size:\s*\d+\s*\}(?:\s*dim\s*\{\s*size:\s*\d+\s*\})*))(?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
         .expect("static regex")
 });
+/// The stream executor creating a library handle (`cuda_blas.cc: failed to create cublas
+/// handle: CUBLAS_STATUS_NOT_INITIALIZED`, `cuda_dnn.cc: Could not create cudnn handle:
+/// CUDNN_STATUS_ALLOC_FAILED` or `..._INTERNAL_ERROR`): the handle's workspace is allocated
+/// outside the preallocated pool, so these are the runtime finding the device already taken.
+/// PyTorch's own `CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate` is not read here:
+/// it is as often a device-side assert reported late.
+static LIBRARY_HANDLE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:failed to create cublas handle: CUBLAS_STATUS_(?:NOT_INITIALIZED|ALLOC_FAILED)|could not create cudnn handle: CUDNN_STATUS_(?:ALLOC_FAILED|INTERNAL_ERROR|NOT_INITIALIZED))")
+        .expect("static regex")
+});
 static CONTEXT_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"failed call to cu(?:DevicePrimaryCtxRetain|CtxCreate)\w*: CUDA_ERROR_OUT_OF_MEMORY",
@@ -145,6 +155,8 @@ impl Recognizer for Xla {
             "Created device",
             "Created TensorFlow device",
             "CUDA_ERROR_OUT_OF_MEMORY",
+            "cublas handle",
+            "cudnn handle",
             "from device: hipError",
             "XLA_PYTHON_CLIENT",
             "TF_GPU_ALLOCATOR",
@@ -325,6 +337,16 @@ impl Recognizer for Xla {
                     out.failure(f);
                 }
             }
+            return;
+        }
+        if LIBRARY_HANDLE.is_match(text) {
+            let engine = xla_engine(line);
+            out.engine(engine);
+            let mut f = Failure::new("device-oom", engine, Domain::Device);
+            f.fact("oom.backend", "cuda", None)
+                .fact("oom.wording", "cuda-library", None)
+                .fact("xla.library_handle_failed", true, None);
+            out.failure(f);
             return;
         }
         // Creating the CUDA context itself failed for memory: the device was already full

@@ -72,6 +72,19 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["model-too-large", "batch-misconfiguration"]),
     ),
+    // Full fine-tuning, one sample a step with gradient checkpointing on (its activations
+    // as small as training makes them): the model's states lead; the same run at batch 8
+    // without checkpointing is the batch.
+    (
+        "pt-full-ft-one-sample-ckpt.log",
+        "device-oom",
+        Undetermined(&["model-too-large", "batch-misconfiguration"]),
+    ),
+    (
+        "pt-full-ft-batch8-near-miss.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
     // A parallel layer's constructor creating its weight: the model was being built.
     (
         "pt-parallel-layer-init.log",
@@ -346,6 +359,18 @@ fn size_and_placement_findings_need_their_numbers() {
     let pieces = "8.40 GiB was free, more than the 7.88 GiB request";
     assert!(says("jax-tpu-reserve-pieces.log", pieces));
     assert!(!says("jax-tpu-reserve-full.log", "6.95 GiB was free"));
+    let one_sample = "each step trains on one sample with gradient checkpointing on";
+    assert!(says("pt-full-ft-one-sample-ckpt.log", one_sample));
+    assert!(!says("pt-full-ft-batch8-near-miss.log", one_sample));
+    let lora = first("pt-full-ft-one-sample-ckpt.log");
+    assert_eq!(lora.cause.id(), "model-too-large");
+    assert!(lora.fixes[0].title.starts_with("Train LoRA adapters"));
+    assert!(
+        !lora
+            .fixes
+            .iter()
+            .any(|f| f.title.starts_with("Recompute activations"))
+    );
     let served = "the request in progress (19655 prompt tokens) was no larger than one";
     assert!(says("llama-serve-same-size-fails.log", served));
     assert!(!says(

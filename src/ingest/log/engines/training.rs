@@ -287,10 +287,14 @@ impl Recognizer for Training {
                 _ => {}
             }
         }
-        // A bare `--gradient_checkpointing` flag on a command line turns it on.
-        if text.contains("--gradient_checkpointing") && !text.contains("--gradient_checkpointing ")
-        {
-            out.fact("train.gradient_checkpointing", true, None);
+        // A bare `--gradient_checkpointing` flag on a command line turns it on: at the end
+        // of the line (or before a shell's `\` continuation) or before the next flag, not
+        // before a value (`--gradient_checkpointing False` is read with the keys above).
+        if let Some(at) = text.find("--gradient_checkpointing") {
+            let rest = text[at + "--gradient_checkpointing".len()..].trim_start();
+            if rest.is_empty() || rest.starts_with("--") || rest.starts_with('\\') {
+                out.fact("train.gradient_checkpointing", true, None);
+            }
         }
     }
 }
@@ -408,6 +412,20 @@ mod tests {
         )));
         let f = facts("\"train_micro_batch_size_per_gpu\": 4,");
         assert!(f.contains(&("train.batch_size", Value::Num(4.0))));
+        // The bare flag, also before a shell's line continuation or the next flag.
+        for line in [
+            "  --train_batch_size=1 --gradient_checkpointing \\",
+            "accelerate launch train.py --gradient_checkpointing --bf16",
+            "python train.py --gradient_checkpointing",
+        ] {
+            let f = facts(line);
+            assert!(
+                f.contains(&("train.gradient_checkpointing", Value::Bool(true))),
+                "{line}"
+            );
+        }
+        let f = facts("python train.py --gradient_checkpointing False");
+        assert!(!f.contains(&("train.gradient_checkpointing", Value::Bool(true))));
         let f = facts("config: batch_size=32 seq_len=1024 grad_ckpt=True");
         assert!(f.contains(&("train.batch_flag", Value::Str("batch_size".into()))));
         assert!(f.contains(&("train.gradient_checkpointing", Value::Bool(true))));

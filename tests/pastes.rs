@@ -19,6 +19,12 @@ fn first(name: &str) -> IncidentReport {
 /// (file, failure kind, the cause it must name first)
 const CASES: &[(&str, &str, &str)] = &[
     ("glued-killed-after-shards-bar.log", "host-oom", "host-oom"),
+    // TensorFlow's cuDNN handle failure, its sentence cut by a 100-column wrap.
+    (
+        "tf-cudnn-handle-wrapped-at-100.log",
+        "device-oom",
+        "memory-contention",
+    ),
     // The CPU allocator's byte count cut by a 100-column wrap.
     ("cpu-allocator-wrapped-at-100.log", "host-oom", "host-oom"),
     ("ray-monitor-caret-escapes.log", "host-oom", "host-oom"),

@@ -493,14 +493,14 @@ fn recognize_message_tail(line: &Line<'_>, out: &mut Emit) -> bool {
         .first()
         .map(|l| l.text.trim_end().to_string())
         .filter(|t| !t.is_empty() && !t.contains("but unallocated"));
-    let mut readings = vec![(line.text.to_string(), 0u32)];
+    let mut readings = vec![line.text.to_string()];
     if let Some(p) = prev {
-        readings.push((format!("{p}{}", line.text), 1));
-        readings.push((format!("{p} {}", line.text), 1));
+        readings.push(format!("{p}{}", line.text));
+        readings.push(format!("{p} {}", line.text));
     }
     let best = readings
         .into_iter()
-        .filter_map(|(t, _)| parse_message_tail(&t).map(|f| (f, t)))
+        .filter_map(|t| parse_message_tail(&t).map(|f| (f, t)))
         .max_by_key(|(f, _)| f.facts.len());
     let Some((mut f, joined)) = best else {
         return false;
@@ -512,7 +512,7 @@ fn recognize_message_tail(line: &Line<'_>, out: &mut Emit) -> bool {
     true
 }
 
-/// The numbers in the end of PyTorch 2.1+'s OOM message.
+/// The numbers at the end of PyTorch 2.1+'s OOM message.
 fn parse_message_tail(text: &str) -> Option<Failure> {
     let unalloc = MODERN_UNALLOC.captures(text)?.name("unalloc")?;
     let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);

@@ -37,7 +37,8 @@ static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
 /// PyTorch's own `CUBLAS_STATUS_NOT_INITIALIZED when calling cublasCreate` is not read here:
 /// it is as often a device-side assert reported late.
 static LIBRARY_HANDLE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:failed to create cublas handle: CUBLAS_STATUS_(?:NOT_INITIALIZED|ALLOC_FAILED)|could not create cudnn handle: CUDNN_STATUS_(?:ALLOC_FAILED|INTERNAL_ERROR|NOT_INITIALIZED))")
+    // From the handle's name: a hard wrap may cut the sentence's first words off.
+    Regex::new(r"(?i)(?:cublas handle: CUBLAS_STATUS_(?:NOT_INITIALIZED|ALLOC_FAILED)|cudnn handle: CUDNN_STATUS_(?:ALLOC_FAILED|INTERNAL_ERROR|NOT_INITIALIZED))")
         .expect("static regex")
 });
 static CONTEXT_OOM: LazyLock<Regex> = LazyLock::new(|| {
@@ -339,7 +340,17 @@ impl Recognizer for Xla {
             }
             return;
         }
-        if LIBRARY_HANDLE.is_match(text) {
+        // The status may sit on the next piece of a hard-wrapped line.
+        let handle_head = text.contains("cublas handle") || text.contains("cudnn handle");
+        let handle_joined = if handle_head && !LIBRARY_HANDLE.is_match(text) {
+            super::join_whole(line, |t| LIBRARY_HANDLE.is_match(t), |_| false)
+        } else {
+            None
+        };
+        if LIBRARY_HANDLE.is_match(text) || handle_joined.is_some() {
+            if let Some((_, used)) = handle_joined {
+                out.consume(used);
+            }
             let engine = xla_engine(line);
             out.engine(engine);
             let mut f = Failure::new("device-oom", engine, Domain::Device);

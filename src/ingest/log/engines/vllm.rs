@@ -366,7 +366,6 @@ impl Recognizer for Vllm {
             "Application startup complete",
             "Uvicorn running on",
             "Processed prompts",
-            "Added request ",
             "/vllm/",
         ]
     }
@@ -621,15 +620,14 @@ impl Vllm {
         } else if text.contains("init engine (profile, create kv cache")
             || text.contains("Starting vLLM API server")
             || text.contains("Processed prompts")
-            // The engine taking a request (`engine.py:267] Added request chatcmpl-...`).
-            || (text.contains("Added request ") && text.contains("engine"))
         {
             out.phase(PhaseMark::Serving);
         } else if text.contains("Application startup complete")
             || text.contains("Uvicorn running on")
         {
-            // Uvicorn prints this for every Python server; it marks serving but says
-            // nothing about which engine runs.
+            // Uvicorn prints these for every Python server (once, at start: a per-request
+            // line would put every request of a busy server through the recognisers); they
+            // mark serving but say nothing about which engine runs.
             out.phase(PhaseMark::Serving);
             return;
         } else if (text.contains("--max-model-len")

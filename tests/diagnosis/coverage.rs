@@ -101,6 +101,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     // CPU Adam that ZeRO-Offload builds.
     ("ds-offload-return-code.log", "host-oom", Cause("host-oom")),
     ("ds-killed-no-offload.log", "host-oom", Cause("host-oom")),
+    // The ZeRO-2 13B fixture with three steps run after DeepSpeed's last checkpoint: the
+    // estimator and the 12 GiB request still say the states, not the checkpoint.
+    (
+        "ds-checkpoint-then-steps.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
     // c10's `CUDA error: out of memory` while the model is moved to the device: not the
     // allocator placing weights (pt-cuda-legacy-load.log is that), the runtime starting.
     (
@@ -371,6 +378,18 @@ fn size_and_placement_findings_need_their_numbers() {
             .iter()
             .any(|f| f.title.starts_with("Recompute activations"))
     );
+    // DeepSpeed's last memory checkpoint says setup was in progress only until a training
+    // step completes after it.
+    let setup = "the last memory checkpoint was";
+    assert!(
+        crate::common::first_incident(
+            "rules/deepspeed-zero-states/fires-zero2-13b-full-finetune.log"
+        )
+        .evidence
+        .iter()
+        .any(|e| e.text.starts_with(setup))
+    );
+    assert!(!says("ds-checkpoint-then-steps.log", setup));
     let served = "the request in progress (19655 prompt tokens) was no larger than one";
     assert!(says("llama-serve-same-size-fails.log", served));
     assert!(!says(

@@ -64,11 +64,10 @@ static ALLOWED: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(&format!(r"(?P<allowed>{SIZE}) allowed;")).expect("static regex"));
 // The allocator numbers are read piece by piece so a message cut short (an issue title, a
 // truncated terminal line) still yields what it has.
+// (`Of the allocated memory X is allocated by PyTorch`, from the figure on: a paste may start
+// inside the sentence.)
 static MODERN_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(
-        r"Of the allocated memory (?P<alloc>{SIZE}) is allocated by PyTorch"
-    ))
-    .expect("static regex")
+    Regex::new(&format!(r"(?P<alloc>{SIZE}) is allocated by PyTorch")).expect("static regex")
 });
 static MODERN_PRIVATE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -81,11 +80,6 @@ static MODERN_UNALLOC: LazyLock<Regex> = LazyLock::new(|| {
         r"(?P<unalloc>{SIZE}) is reserved by PyTorch but unallocated"
     ))
     .expect("static regex")
-});
-/// The allocated figure when a paste starts inside `Of the allocated memory X is allocated by
-/// PyTorch`.
-static TAIL_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(r"(?P<alloc>{SIZE}) is allocated by PyTorch")).expect("static regex")
 });
 static LEGACY: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(&format!(
@@ -518,28 +512,48 @@ fn parse_message_tail(text: &str) -> Option<Failure> {
     let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
     f.fact("oom.backend", "cuda", None)
         .fact("oom.wording", "torch-message-tail", None);
-    let u = size(unalloc)?;
-    f.fact("oom.reserved_unallocated_bytes", u, span(&unalloc));
-    let alloc = TAIL_ALLOC.captures(text).and_then(|c| c.name("alloc"));
-    if let Some(a) = alloc.and_then(|m| size(m).map(|v| (v, m))) {
-        f.fact("oom.allocated_bytes", a.0, span(&a.1));
-        f.fact("oom.reserved_bytes", a.0 + u, None);
-    }
+    size(unalloc)?;
+    allocator_figures(text, &mut f);
     if let Some(m) = SELF_PROCESS.captures(text).and_then(|c| c.name("used")) {
         if let Some(v) = size(m) {
             f.fact("oom.self_used_bytes", v, span(&m));
         }
     }
-    if let Some(m) = MODERN_PRIVATE
-        .captures(text)
-        .and_then(|c| c.name("private"))
-    {
-        if let Some(p) = size(m) {
-            f.fact("oom.private_pool_bytes", p, span(&m));
-        }
-    }
     f.fact("torch.has_expandable_segments", true, None);
     Some(f)
+}
+
+/// The allocator's figures that close the 2.1+ message, read piece by piece so a message
+/// cut short (or a paste that starts inside it) yields what it has: `X is allocated by
+/// PyTorch`, `with P allocated in private pools` (2.4+), `U is reserved by PyTorch but
+/// unallocated`, and their sum as the reserved total. Returns whether private pools were
+/// named.
+fn allocator_figures(text: &str, f: &mut Failure) -> bool {
+    let alloc = MODERN_ALLOC.captures(text).and_then(|c| c.name("alloc"));
+    let unalloc = MODERN_UNALLOC
+        .captures(text)
+        .and_then(|c| c.name("unalloc"));
+    if let Some(m) = alloc {
+        if let Some(a) = size(m) {
+            f.fact("oom.allocated_bytes", a, span(&m));
+        }
+    }
+    if let Some(m) = unalloc {
+        if let Some(u) = size(m) {
+            f.fact("oom.reserved_unallocated_bytes", u, span(&m));
+        }
+    }
+    if let (Some(a), Some(u)) = (alloc.and_then(size), unalloc.and_then(size)) {
+        f.fact("oom.reserved_bytes", a + u, None);
+    }
+    let private = MODERN_PRIVATE
+        .captures(text)
+        .and_then(|c| c.name("private"))
+        .and_then(|m| size(m).map(|p| (p, m)));
+    if let Some((p, m)) = private {
+        f.fact("oom.private_pool_bytes", p, span(&m));
+    }
+    private.is_some()
 }
 
 /// Parses the caching allocator's message (any generation) from joined text.
@@ -702,31 +716,8 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
                 f.fact("oom.allowed_bytes", v, span(&m));
             }
         }
-        let alloc = MODERN_ALLOC.captures(text).and_then(|c| c.name("alloc"));
-        let unalloc = MODERN_UNALLOC
-            .captures(text)
-            .and_then(|c| c.name("unalloc"));
-        if let Some(m) = alloc {
-            if let Some(a) = size(m) {
-                f.fact("oom.allocated_bytes", a, span(&m));
-            }
-        }
-        if let Some(m) = unalloc {
-            if let Some(u) = size(m) {
-                f.fact("oom.reserved_unallocated_bytes", u, span(&m));
-            }
-        }
-        if let Some(m) = MODERN_PRIVATE
-            .captures(text)
-            .and_then(|c| c.name("private"))
-        {
-            if let Some(p) = size(m) {
-                f.fact("oom.private_pool_bytes", p, span(&m));
-                wording = "torch-2.4+";
-            }
-        }
-        if let (Some(a), Some(u)) = (alloc.and_then(size), unalloc.and_then(size)) {
-            f.fact("oom.reserved_bytes", a + u, None);
+        if allocator_figures(text, &mut f) {
+            wording = "torch-2.4+";
         }
         let exc = head.name("exc").map(|m| m.as_str()).unwrap_or("");
         if exc == "torch.OutOfMemoryError"

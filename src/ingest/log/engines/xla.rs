@@ -340,17 +340,17 @@ impl Recognizer for Xla {
             }
             return;
         }
-        // The status may sit on the next piece of a hard-wrapped line.
-        let handle_head = text.contains("cublas handle") || text.contains("cudnn handle");
-        let handle_joined = if handle_head && !LIBRARY_HANDLE.is_match(text) {
-            super::join_whole(line, |t| LIBRARY_HANDLE.is_match(t), |_| false)
+        // The status may sit on the next piece of a hard-wrapped line: how many pieces the
+        // message took, when it is one.
+        let handle_pieces = if LIBRARY_HANDLE.is_match(text) {
+            Some(0)
+        } else if text.contains("cublas handle") || text.contains("cudnn handle") {
+            super::join_whole(line, |t| LIBRARY_HANDLE.is_match(t), |_| false).map(|(_, n)| n)
         } else {
             None
         };
-        if LIBRARY_HANDLE.is_match(text) || handle_joined.is_some() {
-            if let Some((_, used)) = handle_joined {
-                out.consume(used);
-            }
+        if let Some(used) = handle_pieces {
+            out.consume(used);
             let engine = xla_engine(line);
             out.engine(engine);
             let mut f = Failure::new("device-oom", engine, Domain::Device);

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod log_gate;
 mod snapshot_fixtures;
 mod snapshot_hostile;
 mod snapshot_pickle;

@@ -579,8 +579,23 @@ pub fn analyze_log(
     reader: &mut dyn std::io::Read,
     input: &InputName,
 ) -> std::io::Result<(LogEvidence, crate::ingest::log::ScanStats)> {
+    analyze_log_planned(reader, input, crate::ingest::log::ScanPlan::default())
+}
+
+/// [`analyze_log`], walking the anchors in full only where `plan` says.
+pub fn analyze_log_planned(
+    reader: &mut dyn std::io::Read,
+    input: &InputName,
+    plan: crate::ingest::log::ScanPlan,
+) -> std::io::Result<(LogEvidence, crate::ingest::log::ScanStats)> {
     let mut analyzer = LogAnalyzer::new(Arc::clone(input));
-    let stats = crate::ingest::log::scan(reader, engines::anchors(), &mut analyzer)?;
+    let stats = crate::ingest::log::scanner::scan_planned(
+        reader,
+        engines::anchors(),
+        Some(engines::gate()),
+        plan,
+        &mut analyzer,
+    )?;
     Ok((analyzer.finish(), stats))
 }
 

@@ -10,9 +10,10 @@ pub mod phase;
 
 pub mod anchors;
 pub mod clean;
+pub mod gate;
 pub mod scanner;
 pub mod seams;
 
 pub use anchors::Anchors;
 pub use clean::{CleanLine, LineMeta, clean_line};
-pub use scanner::{Hit, LineSink, ScanStats, scan};
+pub use scanner::{Hit, LineSink, ScanPlan, ScanStats, scan};

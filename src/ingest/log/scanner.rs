@@ -9,7 +9,10 @@
 //! several lines). Line numbers come from counting newlines between hits (SIMD `memchr`).
 //!
 //! Anchors match ASCII-case-insensitively; [`Anchors`](super::anchors::Anchors) says how the
-//! search keeps up with the disk with a few hundred of them.
+//! search keeps up with the disk with a few hundred of them. Past the first 32 MiB of a log,
+//! and before its last MiB, even that walk is too slow for a CI step over a 1 GiB log: there
+//! the [`Gate`] finds the lines worth reading at memory speed, and the anchors are walked
+//! only over those and around each failure among them ([`ScanPlan`]).
 //!
 //! Memory is bounded by the buffer (`BUF_CAP`) whatever the input size. A line longer than
 //! the buffer (a 1 GiB line without a newline) is scanned in pieces; hits inside it are
@@ -18,6 +21,7 @@
 use std::io::{self, Read};
 
 use super::anchors::Anchors;
+use super::gate::Gate;
 use super::seams::wrapped_runs;
 
 /// Total buffer size. Reads happen in `READ_SIZE` pieces into its free tail.
@@ -31,6 +35,44 @@ const READ_SIZE: usize = 2 << 20;
 const LONG_LINE: usize = 2 << 20;
 /// Bytes around a hit delivered for a long line.
 const LONG_LINE_WINDOW: usize = 16 << 10;
+
+/// Where the scan walks every anchor, and where only near the gate's lines
+/// ([`super::gate`]).
+///
+/// A log's head (configuration, banners, model loading) and tail (the failure and its
+/// traceback) are walked in full. In between, only lines holding a gate literal are looked at,
+/// and around each that marks a failure, a window before and after is walked in full too.
+/// A log no longer than `head + tail` is walked in full: every crash log pasted into an issue,
+/// every fixture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanPlan {
+    /// Bytes from the start walked in full.
+    pub head: u64,
+    /// Bytes before the end walked in full: held back until the input says whether it ends.
+    pub tail: usize,
+    /// Bytes walked in full on each side of a failure line the gate found.
+    pub window: usize,
+}
+
+impl Default for ScanPlan {
+    fn default() -> ScanPlan {
+        ScanPlan {
+            head: 32 << 20,
+            tail: 1 << 20,
+            window: LOOKBACK,
+        }
+    }
+}
+
+impl ScanPlan {
+    /// Every anchor over every byte: what the scan did before the gate, for comparing.
+    pub fn full() -> ScanPlan {
+        ScanPlan {
+            head: u64::MAX,
+            ..ScanPlan::default()
+        }
+    }
+}
 
 /// One hit, as the sink sees it.
 pub struct Hit<'a> {
@@ -65,13 +107,32 @@ fn count_newlines(s: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', s).count() as u64
 }
 
-/// Scans `reader` to the end, delivering lines that contain an anchor to `sink`.
+/// Scans `reader` to the end, delivering lines that contain an anchor to `sink`, every
+/// anchor walked over every byte.
 pub fn scan(
     reader: &mut dyn Read,
     anchors: &Anchors,
     sink: &mut dyn LineSink,
 ) -> io::Result<ScanStats> {
+    scan_planned(reader, anchors, None, ScanPlan::full(), sink)
+}
+
+/// [`scan`], with the anchors walked in full only where `plan` says, `gate` finding the
+/// lines in between.
+pub fn scan_planned(
+    reader: &mut dyn Read,
+    anchors: &Anchors,
+    gate: Option<&Gate>,
+    plan: ScanPlan,
+    sink: &mut dyn LineSink,
+) -> io::Result<ScanStats> {
+    // The tail is held back in the buffer, with room for a read and the look-back.
+    let plan = ScanPlan {
+        tail: plan.tail.min(BUF_CAP - READ_SIZE - LOOKBACK - LONG_LINE),
+        ..plan
+    };
     let mut buf = ScanBuf::take();
+    let mut base: u64 = 0; // input offset of `buf[0]`
     let mut pos = 0usize; // next byte to scan; a line start unless `in_long_line`
     let mut end = 0usize; // bytes filled
     let mut eof = false;
@@ -85,6 +146,8 @@ pub fn scan(
     let mut seam_search = true;
     let mut first_region = true;
     let mut hit_offsets: Vec<usize> = Vec::new();
+    // Input offset up to which a failure's window asks for every anchor to be walked.
+    let mut walk_until: u64 = 0;
 
     loop {
         // Make room and read.
@@ -92,6 +155,7 @@ pub fn scan(
             if BUF_CAP - end < READ_SIZE {
                 let keep_from = pos.saturating_sub(LOOKBACK);
                 buf.copy_within(keep_from..end, 0);
+                base += keep_from as u64;
                 pos -= keep_from;
                 end -= keep_from;
             }
@@ -103,8 +167,22 @@ pub fn scan(
             stats.bytes += n as u64;
         }
 
+        // Past the head, whole lines up to the held-back tail are searched through the gate.
+        let gate = gate.filter(|_| !eof && !in_long_line && base + pos as u64 >= plan.head);
+        let gated_limit = gate.and_then(|_| {
+            let soft = end.saturating_sub(plan.tail.max(LOOKAHEAD));
+            (soft > pos)
+                .then(|| memchr::memrchr(b'\n', &buf[pos..soft]))
+                .flatten()
+                .map(|i| pos + i + 1)
+        });
+        if gate.is_some() && gated_limit.is_none() && end - pos < plan.tail + LONG_LINE {
+            continue; // the tail is not buffered yet
+        }
         // Decide how far to scan: whole lines whose look-ahead is buffered.
-        let limit = if eof {
+        let limit = if let Some(l) = gated_limit {
+            l
+        } else if eof {
             end
         } else {
             let soft = end.saturating_sub(LOOKAHEAD);
@@ -180,7 +258,22 @@ pub fn scan(
             first_region = false;
         }
         hit_offsets.clear();
-        anchors.hit_lines(&buf[pos..limit], &mut hit_offsets);
+        let at = base + pos as u64;
+        match (gate, gated_limit) {
+            (Some(gate), Some(_)) => {
+                let window_end = gated_hit_lines(
+                    anchors,
+                    gate,
+                    plan.window,
+                    &buf[pos..end.min(limit + plan.window)],
+                    limit - pos,
+                    usize::try_from(walk_until.saturating_sub(at)).unwrap_or(usize::MAX),
+                    &mut hit_offsets,
+                );
+                walk_until = walk_until.max(at + window_end as u64);
+            }
+            _ => anchors.hit_lines(&buf[pos..limit], &mut hit_offsets),
+        }
         let region_start = pos;
         let mut counted = pos; // newlines before `counted` are already in `line_no`
         let mut covered_until = 0usize; // a delivered wrapped run ends here
@@ -262,6 +355,82 @@ pub fn scan(
         line_no - u64::from(ends_with_newline(&buf[..end]))
     };
     Ok(stats)
+}
+
+/// Appends to `out`, in order, one offset inside each line of `hay[..limit]` that holds an
+/// anchor, looking only at the lines the gate finds and, around each that marks a failure,
+/// at every line within `window` bytes before and after it.
+///
+/// `hay` runs up to `window` bytes past `limit`, so that a failure just past the region
+/// has its window before it walked here; `walk_to` is where a window from the region
+/// before ends (from `hay`'s start). Returns where the last window ends, which may be past
+/// `limit`: the next region walks on to there.
+fn gated_hit_lines(
+    anchors: &Anchors,
+    gate: &Gate,
+    window: usize,
+    hay: &[u8],
+    limit: usize,
+    walk_to: usize,
+    out: &mut Vec<usize>,
+) -> usize {
+    // Walks every anchor over `hay[from..to]`.
+    let walk = |from: usize, to: usize, out: &mut Vec<usize>| {
+        if from < to {
+            let n = out.len();
+            anchors.hit_lines(&hay[from..to], out);
+            for o in &mut out[n..] {
+                *o += from;
+            }
+        }
+    };
+    // The end of the line holding byte `at` (its newline), or `limit`.
+    let line_end = |at: usize| -> usize {
+        if at >= limit {
+            return limit;
+        }
+        memchr::memchr(b'\n', &hay[at..limit]).map_or(limit, |i| at + i)
+    };
+    // Walked in full up to here (a line start, or a newline).
+    let mut walked = if walk_to == 0 {
+        0
+    } else {
+        line_end(walk_to.min(limit))
+    };
+    walk(0, walked, out);
+    let mut window_end = walk_to;
+    // A region holds a few gate lines at most, where the gate is worth its while.
+    let mut gate_lines = Vec::new();
+    gate.hit_lines(hay, &mut gate_lines);
+    for g in gate_lines {
+        if g < walked || g >= hay.len() {
+            continue;
+        }
+        let start = memchr::memrchr(b'\n', &hay[..g]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &hay[g..]).map_or(hay.len(), |i| g + i);
+        if !gate.marks_failure(&hay[start..end]) {
+            // A reading (or a gate word in a line no recogniser wants): the line alone.
+            if start < limit {
+                walk(start, end.min(limit), out);
+            }
+            continue;
+        }
+        // Whole lines from `window` before the failure line, not before what was walked.
+        let from = start.saturating_sub(window).max(walked);
+        let from = if from == walked || from == 0 {
+            from
+        } else {
+            memchr::memchr(b'\n', &hay[from..start]).map_or(start, |i| from + i + 1)
+        };
+        if from >= limit {
+            break; // the failure and its window are the next region's
+        }
+        window_end = window_end.max(end + window);
+        let to = line_end(window_end.min(limit));
+        walk(from, to, out);
+        walked = to;
+    }
+    window_end
 }
 
 thread_local! {

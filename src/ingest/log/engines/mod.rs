@@ -471,6 +471,14 @@ pub fn anchors() -> &'static crate::ingest::log::Anchors {
     &AC
 }
 
+/// The gate that finds, past a large log's head, the lines worth walking the anchors over
+/// ([`crate::ingest::log::gate`]).
+pub fn gate() -> &'static crate::ingest::log::gate::Gate {
+    static GATE: LazyLock<crate::ingest::log::gate::Gate> =
+        LazyLock::new(|| crate::ingest::log::gate::Gate::new(crate::ingest::log::gate::GROUPS));
+    &GATE
+}
+
 /// Which recognisers own each anchor: for pattern `i` of [`anchors`], the bit set of the
 /// indices (in [`all`]) of the recognisers that list it.
 fn owners() -> &'static [u64] {

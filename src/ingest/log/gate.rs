@@ -1,0 +1,369 @@
+//! The gate: a handful of literals that every line able to start an incident holds, found at
+//! memory speed, so that past the head of a large log the anchor DFA runs only near them.
+//!
+//! The recognisers' few hundred anchors cannot be searched faster than one dependent table
+//! lookup per byte (see [`super::anchors`]); a vectorised search can only take a few
+//! literals. So the scan has two tiers (README "Speed and memory"):
+//!
+//! - the gate's literals (`memory`, `oom`, `kill`, `alloc`, ...): every OOM message, kill,
+//!   exit status and memory reading holds one of them, whatever the engine;
+//! - the recognisers' anchors, some of which (banners, configuration, launch arguments,
+//!   phase markers) hold none: the scanner walks them over the whole of the log's head and
+//!   tail and over a window around each line the gate found ([`super::scanner`]).
+//!
+//! The search is Teddy (from Hyperscan, as in `aho-corasick`'s packed searcher and
+//! ripgrep): each literal's first three bytes go into one of eight buckets, and 32 bytes at
+//! a time are looked up by their low and high nibbles (`vpshufb`) in three small tables; a
+//! position where all three agree on a bucket is checked against that bucket's literals.
+//! ASCII case is ignored by folding every byte with `| 0x20` first, which maps `A`-`Z` to
+//! `a`-`z` (and a few punctuation bytes onto others: harmless, every candidate is checked
+//! against the literal, folded the same way). Literals that share their first bytes share
+//! a bucket, so a bucket's nibble tables accept few other trigrams.
+//!
+//! Without AVX2 the same tables are read one byte at a time: slower, the same lines.
+
+// The crate denies `unsafe`; this module's AVX2 loop is the exception (see `lib.rs`).
+#![allow(unsafe_code)]
+
+/// What a gate literal says of its line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A failure (an OOM message, a kill, an exit status, an allocator failure): the
+    /// scanner walks every anchor over a window around the line, for the context the
+    /// diagnosis reads near a failure (phase markers, configuration printed just before).
+    Failure,
+    /// A memory reading (a progress line's `mem`, vLLM's `KV cache usage`): the line itself
+    /// is enough; a reading every few hundred lines must not turn the scan into a full walk.
+    Reading,
+}
+
+use Role::{Failure, Reading};
+
+/// The gate's literals, a bucket a group (at most eight), compared folded (`| 0x20`, so `_`
+/// is compared as itself). Literals in one bucket share bytes at the same places, so the
+/// bucket's nibble tables accept few other trigrams (`alloc` with `sig` would accept `all`).
+pub const GROUPS: &[&[(&str, Role)]] = &[
+    // Memory figures and every "out of memory" wording (`OutOfMemoryError` is a failure by
+    // its `error`, `CUDA out of memory` by its `cuda`); `signal 9`, `closing signal`,
+    // `SIGKILL`, `received SIGQUIT`; sizes (`requested="36.4 GiB"`, `12034MiB / 16384MiB`).
+    &[
+        ("mem", Reading),
+        ("sig", Failure),
+        ("gib", Reading),
+        ("mib", Reading),
+    ],
+    // `OOM when allocating`, `oom-kill`, `OOMKilled`; `failed to allocate`, `() failed for`.
+    &[("oom", Failure), ("fail", Failure)],
+    // `Killed`, `kill process`, `killing subprocess`; vLLM's `KV cache usage`, `in the KV
+    // cache`, preemption for want of KV cache space; TensorRT-LLM's `too large ... to fit in
+    // kvCache`.
+    &[
+        ("kill", Failure),
+        ("kv cache", Reading),
+        ("kvcache", Failure),
+    ],
+    // `cudaMalloc`, `malloc failed`, allocator reports, `is allocated by PyTorch`.
+    &[("alloc", Failure)],
+    // `RESOURCE_EXHAUSTED`; `MemoryError`, `{TM}{ERROR}`, `hipError`, `CUDA error`.
+    &[("exhaust", Failure), ("error", Failure)],
+    // VRAM figures, `not enough VRAM`; `llama runner process has terminated`.
+    &[("vram", Reading), ("rminat", Failure)],
+    // `CUDA error`, `cuda failure 2`, `CUDA out of memory`; `exit code: 137`,
+    // `return code = -9`, `exitcode: -9`.
+    &[("cuda", Failure), ("code", Failure)],
+    // TensorRT-LLM's `no free blocks left`; SGLang's `#retracted_reqs` (requests sent back
+    // for want of KV cache); the `Press any key to continue` of a Windows launcher whose
+    // process died.
+    &[
+        ("free blocks", Failure),
+        ("#retracted", Reading),
+        ("press any key", Failure),
+    ],
+];
+
+/// The compiled gate.
+pub struct Gate {
+    /// Folded literals with their roles, by bucket.
+    buckets: [Vec<(Box<[u8]>, Role)>; 8],
+    /// `lo[j][n]`: the buckets whose literals' byte `j` has low nibble `n` (folded).
+    lo: [[u8; 16]; 3],
+    /// `hi[j][n]`: the same for the high nibble.
+    hi: [[u8; 16]; 3],
+    avx2: bool,
+}
+
+/// Folds one byte as the gate compares it.
+#[inline(always)]
+fn fold(b: u8) -> u8 {
+    b | 0x20
+}
+
+impl Gate {
+    /// Compiles `groups` (at most eight, literals of three bytes or more).
+    pub fn new(groups: &[&[(&str, Role)]]) -> Gate {
+        assert!(groups.len() <= 8, "the gate has eight buckets");
+        let mut buckets: [Vec<(Box<[u8]>, Role)>; 8] = Default::default();
+        let mut lo = [[0u8; 16]; 3];
+        let mut hi = [[0u8; 16]; 3];
+        for (b, group) in groups.iter().enumerate() {
+            for &(lit, role) in group.iter() {
+                let folded: Box<[u8]> = lit.bytes().map(fold).collect();
+                assert!(
+                    folded.len() >= 3,
+                    "gate literal {lit:?} is shorter than 3 bytes"
+                );
+                for j in 0..3 {
+                    lo[j][usize::from(folded[j] & 15)] |= 1 << b;
+                    hi[j][usize::from(folded[j] >> 4)] |= 1 << b;
+                }
+                buckets[b].push((folded, role));
+            }
+        }
+        Gate {
+            buckets,
+            lo,
+            hi,
+            avx2: avx2_available(),
+        }
+    }
+
+    /// The buckets whose three-byte prefixes agree with `hay[i..i + 3]`, by the tables.
+    #[inline(always)]
+    fn bucket_mask(&self, hay: &[u8], i: usize) -> u8 {
+        let mut m = 0xff;
+        for j in 0..3 {
+            let c = fold(hay[i + j]);
+            m &= self.lo[j][usize::from(c & 15)] & self.hi[j][usize::from(c >> 4)];
+        }
+        m
+    }
+
+    /// Whether a literal of a bucket in `mask` (of `role`, if given) starts at `hay[i]`.
+    #[inline]
+    fn verify(&self, hay: &[u8], i: usize, mask: u8, role: Option<Role>) -> bool {
+        let mut m = mask;
+        while m != 0 {
+            let b = m.trailing_zeros() as usize;
+            m &= m - 1;
+            for (lit, lit_role) in &self.buckets[b] {
+                if role.is_some_and(|r| r != *lit_role) {
+                    continue;
+                }
+                if let Some(window) = hay.get(i..i + lit.len())
+                    && window.iter().zip(lit.iter()).all(|(&h, &l)| fold(h) == l)
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Appends to `out`, in order, the offset of one gate literal in each line of `hay` that
+    /// holds any (the first in the line). Lines end at `\n`; no literal holds one.
+    pub fn hit_lines(&self, hay: &[u8], out: &mut Vec<usize>) {
+        let mut from = 0;
+        while let Some(at) = self.find(hay, from) {
+            out.push(at);
+            match memchr::memchr(b'\n', &hay[at..]) {
+                Some(nl) => from = at + nl + 1,
+                None => break,
+            }
+        }
+    }
+
+    /// The first gate literal starting at or after `from`.
+    pub fn find(&self, hay: &[u8], from: usize) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: AVX2 was detected at construction.
+            return unsafe { self.find_avx2(hay, from) };
+        }
+        self.find_scalar(hay, from)
+    }
+
+    fn find_scalar(&self, hay: &[u8], from: usize) -> Option<usize> {
+        let last = hay.len().checked_sub(3)?;
+        (from..=last).find(|&i| {
+            let m = self.bucket_mask(hay, i);
+            m != 0 && self.verify(hay, i, m, None)
+        })
+    }
+
+    /// Whether `line` holds a literal of role [`Role::Failure`]. For the few lines the gate
+    /// found, so one byte at a time.
+    pub fn marks_failure(&self, line: &[u8]) -> bool {
+        let Some(last) = line.len().checked_sub(3) else {
+            return false;
+        };
+        (0..=last).any(|i| {
+            let m = self.bucket_mask(line, i);
+            m != 0 && self.verify(line, i, m, Some(Failure))
+        })
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn find_avx2(&self, hay: &[u8], from: usize) -> Option<usize> {
+        use std::arch::x86_64::*;
+        let table = |t: &[u8; 16]| {
+            // SAFETY: `t` is 16 readable bytes.
+            _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
+        };
+        let (lo0, lo1, lo2) = (table(&self.lo[0]), table(&self.lo[1]), table(&self.lo[2]));
+        let (hi0, hi1, hi2) = (table(&self.hi[0]), table(&self.hi[1]), table(&self.hi[2]));
+        let fold_bits = _mm256_set1_epi8(0x20);
+        let nibble = _mm256_set1_epi8(0x0f);
+        let zero = _mm256_setzero_si256();
+        let lookup = |lo: __m256i, hi: __m256i, at: *const u8| {
+            // SAFETY: the caller keeps `at..at + 32` inside `hay`.
+            let c = _mm256_or_si256(unsafe { _mm256_loadu_si256(at.cast()) }, fold_bits);
+            _mm256_and_si256(
+                _mm256_shuffle_epi8(lo, _mm256_and_si256(c, nibble)),
+                _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(c, 4), nibble)),
+            )
+        };
+        let p = hay.as_ptr();
+        let mut i = from;
+        let mut masks = [0u8; 32];
+        // Each block reads `i..i + 34`: the three lookups are one byte apart.
+        while i + 34 <= hay.len() {
+            // SAFETY: `i + 2 + 32 <= hay.len()`.
+            let m = unsafe {
+                _mm256_and_si256(
+                    lookup(lo0, hi0, p.add(i)),
+                    _mm256_and_si256(
+                        lookup(lo1, hi1, p.add(i + 1)),
+                        lookup(lo2, hi2, p.add(i + 2)),
+                    ),
+                )
+            };
+            let mut candidates = !(_mm256_movemask_epi8(_mm256_cmpeq_epi8(m, zero)) as u32);
+            if candidates != 0 {
+                // SAFETY: `masks` is 32 writable bytes.
+                unsafe { _mm256_storeu_si256(masks.as_mut_ptr().cast(), m) };
+                while candidates != 0 {
+                    let k = candidates.trailing_zeros() as usize;
+                    candidates &= candidates - 1;
+                    if self.verify(hay, i + k, masks[k], None) {
+                        return Some(i + k);
+                    }
+                }
+            }
+            i += 32;
+        }
+        self.find_scalar(hay, i)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn avx2_available() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn avx2_available() -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every literal occurrence, by the obvious search.
+    fn naive(gate_groups: &[&[(&str, Role)]], hay: &[u8], from: usize) -> Option<usize> {
+        let lits: Vec<Vec<u8>> = gate_groups
+            .iter()
+            .flat_map(|g| g.iter())
+            .map(|(l, _)| l.bytes().map(fold).collect())
+            .collect();
+        (from..hay.len()).find(|&i| {
+            lits.iter().any(|l| {
+                hay.get(i..i + l.len())
+                    .is_some_and(|w| w.iter().zip(l).all(|(&h, &c)| fold(h) == c))
+            })
+        })
+    }
+
+    /// A small deterministic generator (xorshift).
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn finds_what_the_obvious_search_finds_in_either_case_at_any_offset() {
+        let gate = Gate::new(GROUPS);
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ _-:|=0123456789\n";
+        let lits: Vec<&str> = GROUPS.iter().flat_map(|g| g.iter().map(|l| l.0)).collect();
+        for round in 0..400 {
+            let len = (rng.next() % 300) as usize;
+            let mut hay: Vec<u8> = (0..len)
+                .map(|_| alphabet[(rng.next() % alphabet.len() as u64) as usize])
+                .collect();
+            // Plant a literal (random case) somewhere, in most rounds.
+            if round % 4 != 0 && len > 12 {
+                let lit = lits[(rng.next() % lits.len() as u64) as usize];
+                let at = (rng.next() as usize) % (len - lit.len());
+                for (k, b) in lit.bytes().enumerate() {
+                    hay[at + k] = if rng.next() % 2 == 0 {
+                        b.to_ascii_uppercase()
+                    } else {
+                        b
+                    };
+                }
+            }
+            for from in [0, 1, 7, 33] {
+                assert_eq!(
+                    gate.find(&hay, from),
+                    naive(GROUPS, &hay, from),
+                    "{:?} from {from}",
+                    String::from_utf8_lossy(&hay)
+                );
+                assert_eq!(gate.find_scalar(&hay, from), naive(GROUPS, &hay, from));
+            }
+        }
+    }
+
+    #[test]
+    fn one_offset_per_line_that_holds_a_literal() {
+        let gate = Gate::new(GROUPS);
+        let log = "step 1 loss 2.0\nGPU mem 61.2 GiB, MEMORY 3\nnothing here\nKilled\n";
+        let mut out = Vec::new();
+        gate.hit_lines(log.as_bytes(), &mut out);
+        let lines: Vec<&str> = out
+            .iter()
+            .map(|&o| {
+                let start = log[..o].rfind('\n').map_or(0, |n| n + 1);
+                log[start..].split('\n').next().unwrap()
+            })
+            .collect();
+        assert_eq!(lines, ["GPU mem 61.2 GiB, MEMORY 3", "Killed"]);
+        // A reading is not a failure; a kill is, and so is an OOM message by its `error`.
+        assert!(!gate.marks_failure(lines[0].as_bytes()));
+        assert!(gate.marks_failure(lines[1].as_bytes()));
+        assert!(gate.marks_failure(b"torch.OutOfMemoryError: CUDA out of memory."));
+        assert!(
+            !gate.marks_failure(
+                b"INFO 10:00:01 GPU KV cache usage: 41.0%, CPU KV cache usage: 0.0%."
+            )
+        );
+    }
+
+    #[test]
+    fn a_near_miss_is_not_a_hit() {
+        let gate = Gate::new(GROUPS);
+        // Each is one byte off a literal (`me m`, `o0m`, `kil l`, `allo c`).
+        for hay in [
+            "me m", "o0m", "kil l", "allo c", "ex haust", "erorr", "cud a", "all",
+        ] {
+            assert_eq!(gate.find(hay.as_bytes(), 0), None, "{hay}");
+        }
+    }
+}

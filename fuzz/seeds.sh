@@ -18,7 +18,7 @@ MAX=${MAX:-1024}
 root=..
 
 rm -rf corpus
-mkdir -p corpus/{log_scan,render_hostile,series,pickle,snapshot,rule_file,model_config,gguf}
+mkdir -p corpus/{log_scan,log_gate,render_hostile,series,pickle,snapshot,rule_file,model_config,gguf}
 
 # window FILE OUTDIR PREFIX REPEAT_HEADER: line-aligned pieces of at most MAX bytes.
 window() {
@@ -39,6 +39,7 @@ for f in "$root"/rules/*/*.log "$root"/fixtures/engines/*.log "$root"/fixtures/p
   window "$f" corpus/log_scan "$name" 0
 done
 cp corpus/log_scan/* corpus/render_hostile/
+cp corpus/log_scan/* corpus/log_gate/
 
 for f in "$root"/fixtures/series/*.{csv,prom,jsonl} "$root"/fixtures/series/*/*.{csv,prom,jsonl}; do
   [[ -f $f ]] || continue

@@ -35,6 +35,9 @@ pub struct Anchors {
     /// The dense copy the line search walks.
     lines: LineDfa,
     max_len: usize,
+    /// Every pair of adjacent bytes in an anchor (lower case), as a bit set indexed by
+    /// `first << 8 | second`: what [`Anchors::may_join`] looks up.
+    pairs: Box<[u64; 1024]>,
     /// The anchors, lower-cased, sorted and deduplicated: pattern `i` of the DFA.
     patterns: Vec<String>,
 }
@@ -65,12 +68,18 @@ impl Anchors {
             .start_state(Anchored::No)
             .expect("an unanchored search has a start state");
         let max_len = pats.iter().map(String::len).max().unwrap_or(0);
+        let mut pairs = Box::new([0u64; 1024]);
+        for w in pats.iter().flat_map(|p| p.as_bytes().windows(2)) {
+            let i = usize::from(w[0]) << 8 | usize::from(w[1]);
+            pairs[i / 64] |= 1 << (i % 64);
+        }
         let lines = LineDfa::new(&dfa, start, &pats);
         Anchors {
             dfa,
             start,
             lines,
             max_len,
+            pairs,
             patterns: pats,
         }
     }
@@ -120,6 +129,14 @@ impl Anchors {
             return;
         }
         self.lines.walk_lock_step(hay, out);
+    }
+
+    /// Whether some anchor holds `left` followed by `right` (ASCII case ignored): what an
+    /// anchor cut between them needs, checked before walking the DFA over the seam.
+    pub fn may_join(&self, left: u8, right: u8) -> bool {
+        let i =
+            usize::from(left.to_ascii_lowercase()) << 8 | usize::from(right.to_ascii_lowercase());
+        self.pairs[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// Whether an anchor occurrence in `hay` starts before `cut.start` and ends after

@@ -129,6 +129,7 @@ fn seam(
     // log's next record, not a piece of this one: most seams of a log end here, unsearched.
     const RECORD_PREFIX: usize = 5;
     if b_text.is_empty()
+        || max == 0
         || (a_text.len() >= RECORD_PREFIX
             && stretch[b.start..b.end].starts_with(&a_text[..RECORD_PREFIX]))
     {
@@ -141,14 +142,25 @@ fn seam(
     } else {
         &[b" ", b""]
     };
+    // An anchor across the seam holds the bytes on either side of it, adjacent: most seams
+    // of a log (`...200 OK` / `INFO ...`) end here, before any walk.
+    let (last, first) = (tail[tail.len() - 1], head[0]);
+    let may_cross = |sep: &[u8]| match sep {
+        [] => anchors.may_join(last, first),
+        [s] => anchors.may_join(last, *s) && anchors.may_join(*s, first),
+        _ => true,
+    };
     let mut joined = Vec::with_capacity(tail.len() + head.len() + 1);
-    seps.iter().copied().find(|sep| {
-        joined.clear();
-        joined.extend_from_slice(tail);
-        joined.extend_from_slice(sep);
-        joined.extend_from_slice(head);
-        anchors.crosses(&joined, tail.len()..tail.len() + sep.len())
-    })
+    seps.iter()
+        .copied()
+        .filter(|sep| may_cross(sep))
+        .find(|sep| {
+            joined.clear();
+            joined.extend_from_slice(tail);
+            joined.extend_from_slice(sep);
+            joined.extend_from_slice(head);
+            anchors.crosses(&joined, tail.len()..tail.len() + sep.len())
+        })
 }
 
 /// What goes between a full-width piece and the next: nothing (the terminal cut there).
@@ -256,6 +268,26 @@ mod tests {
         // The widest line of a log followed by an unrelated one.
         let log = "x".repeat(90) + "\nout of memory\n";
         assert!(wrapped_runs(log.as_bytes(), &anchors()).is_empty());
+    }
+
+    #[test]
+    fn an_anchor_cut_at_any_byte_is_put_back() {
+        // Every place a terminal can cut each anchor, in either case: the check on the bytes
+        // either side of the seam lets each through to the walk.
+        let anchors = anchors();
+        for anchor in ["free memory on device", "Out Of Memory", "RESOURCE EXHAUSTED"] {
+            for cut in 1..anchor.len() {
+                let first = format!("2026-01-01 10:00:00 ERROR worker-3 raised: {}", &anchor[..cut]);
+                let log = format!("{first}
+{} at step 12
+next
+", &anchor[cut..]);
+                let runs = wrapped_runs(log.as_bytes(), &anchors);
+                assert_eq!(runs.len(), 1, "{anchor:?} cut after {cut}");
+                let text = String::from_utf8_lossy(&runs[0].text).into_owned();
+                assert!(text.contains(anchor), "{text}");
+            }
+        }
     }
 
     #[test]

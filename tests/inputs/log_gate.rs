@@ -198,3 +198,100 @@ fn head_and_tail_are_walked_in_full() {
         ]
     );
 }
+
+#[test]
+fn gated_lines_come_once_in_order_and_windows_hold_what_they_should() {
+    // Random logs of readings, failures, context lines and gate words in unrelated lines,
+    // placed across the end of the first region, with random windows: the scan must deliver
+    // each line once and in order, only lines the full walk delivers, every line holding a
+    // gate literal that the full walk delivers, and every line the full walk delivers that
+    // starts within a window of a failure line.
+    let pool: &[(&str, bool)] = &[
+        (
+            "INFO 10:00:01 metrics.py:455] Avg prompt throughput: 0.0 tokens/s, GPU KV cache usage: 41.0%, CPU KV cache usage: 0.0%.",
+            false,
+        ),
+        (
+            "[2026-03-02 10:59:27,864] INFO  trainer: step 9415417 | loss 2.2610 | mem 61.92 GiB",
+            false,
+        ),
+        (
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            true,
+        ),
+        (
+            "train.sh: line 4: 4242 Killed                  python train.py",
+            true,
+        ),
+        ("the error budget for this run is fine", true),
+        ("Loading checkpoint shards: 100%|##########| 4/4", false),
+        ("***** Running Evaluation *****", false),
+        (
+            "INFO:     10.2.20.34:41862 - \"POST /v1/chat/completions HTTP/1.1\" 200 OK",
+            false,
+        ),
+        (
+            "DEBUG data.py:88 sample 30349 tokens=2243 truncated=False",
+            false,
+        ),
+        (
+            "DEBUG data.py:88 sample 30349 tokens=2243 truncated=False",
+            false,
+        ),
+        (
+            "DEBUG data.py:88 sample 30349 tokens=2243 truncated=False",
+            false,
+        ),
+    ];
+    let mut rng = crate::common::Rng(0x5eed_1234_abcd_0001);
+    for round in 0..12 {
+        let window = 200 + rng.below(4000) as usize;
+        let plan = ScanPlan {
+            head: 0,
+            tail: 0,
+            window,
+        };
+        let mut log = filler((1900 << 10) + rng.below(100 << 10) as usize);
+        let mut failure_lines = Vec::new();
+        for _ in 0..(200 + rng.below(400)) {
+            let (line, failure) = pool[rng.below(pool.len() as u64) as usize];
+            if failure {
+                failure_lines.push(log.len()..log.len() + line.len());
+            }
+            log.extend(line.bytes());
+            log.push(b'\n');
+        }
+        log.extend(filler(FILLER));
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(
+                log.iter()
+                    .enumerate()
+                    .filter(|(_, b)| **b == b'\n')
+                    .map(|(i, _)| i + 1),
+            )
+            .collect();
+        let mut gated = Lines::default();
+        scan_planned(&mut &log[..], anchors(), Some(gate()), plan, &mut gated).unwrap();
+        let mut full = Lines::default();
+        scan_planned(&mut &log[..], anchors(), None, ScanPlan::full(), &mut full).unwrap();
+        let seen: Vec<u64> = gated.0.iter().map(|(n, _)| *n).collect();
+        assert!(
+            seen.windows(2).all(|w| w[0] < w[1]),
+            "round {round}: {seen:?}"
+        );
+        let full_lines: BTreeSet<u64> = full.0.iter().map(|(n, _)| *n).collect();
+        let seen: BTreeSet<u64> = seen.into_iter().collect();
+        assert!(seen.is_subset(&full_lines), "round {round}");
+        for (n, text) in &full.0 {
+            let start = starts[*n as usize - 1];
+            let by_gate = gate().find(text.as_bytes(), 0).is_some();
+            let in_window = failure_lines
+                .iter()
+                .any(|f| start + window > f.start && start < f.end + window);
+            assert!(
+                !(by_gate || in_window) || seen.contains(n),
+                "round {round}, window {window}: line {n} {text:?} not delivered"
+            );
+        }
+    }
+}

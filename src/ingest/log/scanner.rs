@@ -374,16 +374,6 @@ fn gated_hit_lines(
     walk_to: usize,
     out: &mut Vec<usize>,
 ) -> usize {
-    // Walks every anchor over `hay[from..to]`.
-    let walk = |from: usize, to: usize, out: &mut Vec<usize>| {
-        if from < to {
-            let n = out.len();
-            anchors.hit_lines(&hay[from..to], out);
-            for o in &mut out[n..] {
-                *o += from;
-            }
-        }
-    };
     // The end of the line holding byte `at` (its newline), or `limit`.
     let line_end = |at: usize| -> usize {
         if at >= limit {
@@ -391,34 +381,30 @@ fn gated_hit_lines(
         }
         memchr::memchr(b'\n', &hay[at..limit]).map_or(limit, |i| at + i)
     };
-    // Walked in full up to here (a line start, or a newline).
-    let mut walked = if walk_to == 0 {
-        0
-    } else {
-        line_end(walk_to.min(limit))
-    };
-    walk(0, walked, out);
+    // The stretches to walk, each from a line start to a line's end: the rest of the window
+    // from the region before, each reading line, and each failure line with its window.
+    let mut stretches: Vec<(usize, usize)> = Vec::new();
+    if walk_to > 0 {
+        stretches.push((0, line_end(walk_to.min(limit))));
+    }
     let mut window_end = walk_to;
     // A region holds a few gate lines at most, where the gate is worth its while.
     let mut gate_lines = Vec::new();
     gate.hit_lines(hay, &mut gate_lines);
     for g in gate_lines {
-        if g < walked || g >= hay.len() {
-            continue;
-        }
         let start = memchr::memrchr(b'\n', &hay[..g]).map_or(0, |i| i + 1);
         let end = memchr::memchr(b'\n', &hay[g..]).map_or(hay.len(), |i| g + i);
         if !gate.marks_failure(&hay[start..end]) {
             // A reading (or a gate word in a line no recogniser wants): the line alone.
             if start < limit {
-                walk(start, end.min(limit), out);
+                stretches.push((start, end.min(limit)));
             }
             continue;
         }
-        // Whole lines from `window` before the failure line, not before what was walked.
-        let from = start.saturating_sub(window).max(walked);
-        let from = if from == walked || from == 0 {
-            from
+        // Whole lines from `window` before the failure line to `window` after it.
+        let from = start.saturating_sub(window);
+        let from = if from == 0 {
+            0
         } else {
             memchr::memchr(b'\n', &hay[from..start]).map_or(start, |i| from + i + 1)
         };
@@ -426,9 +412,21 @@ fn gated_hit_lines(
             break; // the failure and its window are the next region's
         }
         window_end = window_end.max(end + window);
-        let to = line_end(window_end.min(limit));
-        walk(from, to, out);
-        walked = to;
+        stretches.push((from, line_end((end + window).min(limit))));
+    }
+    // In order, overlapping ones merged: each line is walked, and reported, once.
+    stretches.sort_unstable();
+    let mut walked = 0usize;
+    for (from, to) in stretches {
+        let from = from.max(walked);
+        if from < to {
+            let n = out.len();
+            anchors.hit_lines(&hay[from..to], out);
+            for o in &mut out[n..] {
+                *o += from;
+            }
+            walked = to;
+        }
     }
     window_end
 }

@@ -275,13 +275,23 @@ mod tests {
         // Every place a terminal can cut each anchor, in either case: the check on the bytes
         // either side of the seam lets each through to the walk.
         let anchors = anchors();
-        for anchor in ["free memory on device", "Out Of Memory", "RESOURCE EXHAUSTED"] {
+        for anchor in [
+            "free memory on device",
+            "Out Of Memory",
+            "RESOURCE EXHAUSTED",
+        ] {
             for cut in 1..anchor.len() {
-                let first = format!("2026-01-01 10:00:00 ERROR worker-3 raised: {}", &anchor[..cut]);
-                let log = format!("{first}
+                let first = format!(
+                    "2026-01-01 10:00:00 ERROR worker-3 raised: {}",
+                    &anchor[..cut]
+                );
+                let log = format!(
+                    "{first}
 {} at step 12
 next
-", &anchor[cut..]);
+",
+                    &anchor[cut..]
+                );
                 let runs = wrapped_runs(log.as_bytes(), &anchors);
                 assert_eq!(runs.len(), 1, "{anchor:?} cut after {cut}");
                 let text = String::from_utf8_lossy(&runs[0].text).into_owned();

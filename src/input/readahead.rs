@@ -1,11 +1,12 @@
-//! Reading ahead on a second thread, for standard input and large files.
+//! Reading ahead on a second thread, for standard input and named pipes.
 //!
 //! A pipe holds 64 KiB. Read in turn with the scan, the writer (`cat`, `kubectl logs`, a
 //! CI runner) stalls whenever the pipe is full, which is most of the time the scan runs:
 //! the two processes take turns instead of running side by side, and each 64 KiB costs a
 //! pair of wake-ups. [`ReadAhead`] drains the source on its own thread into a few blocks
-//! ahead of the reader, so the writer keeps writing while the scan runs. A large file gains
-//! the same way: the copy out of the page cache runs on the second core.
+//! ahead of the reader, so the writer keeps writing while the scan runs. (A regular file is
+//! not read ahead: the kernel already does, and the thread's copy cost more CPU than the
+//! overlap saved once the scan ran at memory speed; see `input::open`.)
 //!
 //! Memory: at most `DEPTH + 2` blocks of `BLOCK` bytes exist at once (the ones queued, the
 //! one being filled, the one being read); blocks go back to the reading thread when read.
@@ -51,11 +52,19 @@ pub fn worthwhile() -> bool {
 /// terminal, another system) is left as it is.
 pub fn widen_stdin_pipe() {
     #[cfg(target_os = "linux")]
-    {
-        // Not a pipe, or over the limit: the pipe keeps its size, which only costs speed.
-        let _ = rustix::pipe::fcntl_setpipe_size(std::io::stdin(), 1 << 20);
-    }
+    widen_pipe(std::io::stdin());
 }
+
+/// [`widen_stdin_pipe`] for a named pipe (a FIFO, `<(command)`).
+#[cfg(target_os = "linux")]
+pub fn widen_pipe(fd: impl std::os::fd::AsFd) {
+    // Not a pipe, or over the limit: the pipe keeps its size, which only costs speed.
+    let _ = rustix::pipe::fcntl_setpipe_size(fd, 1 << 20);
+}
+
+/// [`widen_stdin_pipe`] for a named pipe: Linux only.
+#[cfg(not(target_os = "linux"))]
+pub fn widen_pipe<F>(_: F) {}
 
 impl<R: Read + Send + 'static> ReadAhead<R> {
     pub fn new(source: R) -> ReadAhead<R> {

@@ -270,7 +270,7 @@ pub fn scan_planned(
                     usize::try_from(walk_until.saturating_sub(at)).unwrap_or(usize::MAX),
                     &mut hit_offsets,
                 );
-                walk_until = walk_until.max(at + window_end as u64);
+                walk_until = walk_until.max(at.saturating_add(window_end as u64));
             }
             _ => anchors.hit_lines(&buf[pos..limit], &mut hit_offsets),
         }

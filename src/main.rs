@@ -86,7 +86,7 @@ fn main() -> ExitCode {
             if stdin_is_tty || !oomdoctor::input::read_ahead_worthwhile() {
                 Box::new(stdin.lock())
             } else {
-                oomdoctor::input::widen_stdin_pipe();
+                oomdoctor::input::widen_pipe(std::io::stdin());
                 Box::new(oomdoctor::input::ReadAhead::new(std::io::stdin()))
             },
         ),

@@ -9,7 +9,7 @@
 mod readahead;
 pub mod walk;
 
-pub use readahead::{ReadAhead, widen_stdin_pipe, worthwhile as read_ahead_worthwhile};
+pub use readahead::{ReadAhead, widen_pipe, worthwhile as read_ahead_worthwhile};
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};

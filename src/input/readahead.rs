@@ -44,25 +44,19 @@ pub fn worthwhile() -> bool {
     *TWO.get_or_init(|| std::thread::available_parallelism().is_ok_and(|n| n.get() > 1))
 }
 
-/// Widens the pipe standard input reads from to 1 MiB (Linux's limit for a process without
-/// privileges), where it is a pipe. With the default 64 KiB, a scan faster than the writer
-/// (`cat`, `kubectl logs`) drains the pipe at every write: the two sides wake each other
-/// 16,000 times a GiB, across cores, and the pipe, not the scan, sets the pace (the 1 GiB
-/// bench log took 1.0-1.5 s piped, against 0.2 s named). Anything else (a file, a
-/// terminal, another system) is left as it is.
-pub fn widen_stdin_pipe() {
-    #[cfg(target_os = "linux")]
-    widen_pipe(std::io::stdin());
-}
-
-/// [`widen_stdin_pipe`] for a named pipe (a FIFO, `<(command)`).
+/// Widens the pipe `fd` reads from (standard input, a FIFO, `<(command)`) to 1 MiB, Linux's
+/// limit for a process without privileges. With the default 64 KiB, a scan faster than the
+/// writer (`cat`, `kubectl logs`) drains the pipe at every write: the two sides wake each
+/// other 16,000 times a GiB, across cores, and the pipe, not the scan, sets the pace (the
+/// 1 GiB bench log took 1.0-1.5 s piped, against 0.2 s named). Anything that is not a pipe
+/// is left as it is; elsewhere than Linux, everything is.
 #[cfg(target_os = "linux")]
 pub fn widen_pipe(fd: impl std::os::fd::AsFd) {
     // Not a pipe, or over the limit: the pipe keeps its size, which only costs speed.
     let _ = rustix::pipe::fcntl_setpipe_size(fd, 1 << 20);
 }
 
-/// [`widen_stdin_pipe`] for a named pipe: Linux only.
+/// [`widen_pipe`]: Linux only.
 #[cfg(not(target_os = "linux"))]
 pub fn widen_pipe<F>(_: F) {}
 

@@ -48,21 +48,11 @@ fn failure_lines(log: &[u8]) -> Vec<u64> {
     ev.incidents.iter().filter_map(|i| i.first.line).collect()
 }
 
-/// Records the lines the scan delivers.
-#[derive(Default)]
-struct Delivered(BTreeSet<u64>);
-
-impl LineSink for Delivered {
-    fn hit(&mut self, hit: &Hit<'_>) -> u32 {
-        self.0.insert(hit.line_no);
-        0
-    }
-}
-
+/// The line numbers the gated scan delivers.
 fn delivered(log: &[u8], plan: ScanPlan) -> BTreeSet<u64> {
-    let mut sink = Delivered::default();
+    let mut sink = Lines::default();
     scan_planned(&mut &log[..], anchors(), Some(gate()), plan, &mut sink).unwrap();
-    sink.0
+    sink.0.into_iter().map(|(n, _)| n).collect()
 }
 
 /// Lines no anchor or gate literal holds, to push a log past the scan's held-back tail.

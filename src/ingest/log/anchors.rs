@@ -4,10 +4,10 @@
 //! With hundreds of anchors no literal prefilter helps (some are short, common words such as
 //! `mem` or `bf16`; a vectorised multi-literal search over a cover of them was measured no
 //! faster, see README "Speed and memory"), so the search is an Aho-Corasick DFA walk: one
-//! table lookup per byte, each depending on the one before. (Past a large log's head, the
-//! scanner walks it only near the lines [`super::gate`]'s few literals find.) That chain of dependent loads
+//! table lookup per byte, each depending on the one before. That chain of dependent loads
 //! bounds a single walk, so the line search walks the same DFA over four stretches of the
-//! buffer in lock step: four independent chains the CPU overlaps.
+//! buffer in lock step: four independent chains the CPU overlaps. (Past a large log's head,
+//! the scanner walks it only near the lines [`super::gate`]'s few literals find.)
 //!
 //! The line search walks its own dense copy of the DFA ([`LineDfa`]): bytes mapped to
 //! classes by one small table, transitions premultiplied, match states numbered last so

@@ -5,7 +5,7 @@
 //! lookup per byte (see [`super::anchors`]); a vectorised search can only take a few
 //! literals. So the scan has two tiers (README "Speed and memory"):
 //!
-//! - the gate's literals (`memory`, `oom`, `kill`, `alloc`, ...): every OOM message, kill,
+//! - the gate's literals (`mem`, `oom`, `kill`, `alloc`, ...): every OOM message, kill,
 //!   exit status and memory reading holds one of them, whatever the engine;
 //! - the recognisers' anchors, some of which (banners, configuration, launch arguments,
 //!   phase markers) hold none: the scanner walks them over the whole of the log's head and
@@ -39,8 +39,8 @@ pub enum Role {
 
 use Role::{Failure, Reading};
 
-/// The gate's literals, a bucket a group (at most eight), compared folded (`| 0x20`, so `_`
-/// is compared as itself). Literals in one bucket share bytes at the same places, so the
+/// The gate's literals, a bucket a group (at most eight), compared folded (`| 0x20`: `_`
+/// folds to DEL, so a literal's `_` also matches a DEL byte, which only costs a candidate). Literals in one bucket share bytes at the same places, so the
 /// bucket's nibble tables accept few other trigrams (`alloc` with `sig` would accept `all`).
 pub const GROUPS: &[&[(&str, Role)]] = &[
     // Memory figures and every "out of memory" wording (`OutOfMemoryError` is a failure by

@@ -150,7 +150,8 @@ fn seam(
         [s] => anchors.may_join(last, *s) && anchors.may_join(*s, first),
         _ => true,
     };
-    let mut joined = Vec::with_capacity(tail.len() + head.len() + 1);
+    // Allocated only for a seam that passes the check above.
+    let mut joined = Vec::new();
     seps.iter()
         .copied()
         .filter(|sep| may_cross(sep))

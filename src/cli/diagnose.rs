@@ -419,11 +419,14 @@ fn analyze_kind(
 ) -> Result<InputOutcome, (InputError, InputKind)> {
     let name = opened.input_name();
     let compressed = opened.compressed;
-    let size_hint = if compressed {
-        None
-    } else {
-        path.and_then(|p| std::fs::metadata(p).ok())
-            .map(|m| m.len())
+    // Only a snapshot's reader sizes itself by the file: asked there, not for every log.
+    let size_hint = || {
+        if compressed {
+            None
+        } else {
+            path.and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+        }
     };
     match opened.kind {
         InputKind::Model if path.is_some() && !compressed => {
@@ -432,7 +435,7 @@ fn analyze_kind(
         }
         InputKind::Snapshot => {
             let mut out =
-                snapshot_input(opened, size_hint, opts).map_err(|e| (e, InputKind::Snapshot))?;
+                snapshot_input(opened, size_hint(), opts).map_err(|e| (e, InputKind::Snapshot))?;
             // The hook's sidecar (run facts the pickle cannot hold) lies beside the file.
             if let (Some(p), Some(snap)) = (path, out.snapshot.as_mut()) {
                 snap.attach_sidecar(std::path::Path::new(p));

@@ -201,6 +201,24 @@ pub struct Opened {
 }
 
 /// Counts bytes passing through.
+/// A regular file read to its end once: the sniffing and the scan each asked the file
+/// again after it said "end" (a system call per file of a directory's 10,000).
+struct EndOnce<R> {
+    inner: R,
+    ended: bool,
+}
+
+impl<R: Read> Read for EndOnce<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.ended || buf.is_empty() {
+            return Ok(0);
+        }
+        let n = self.inner.read(buf)?;
+        self.ended = n == 0;
+        Ok(n)
+    }
+}
+
 struct Counting<R> {
     inner: R,
     n: Arc<std::sync::atomic::AtomicU64>,
@@ -265,7 +283,10 @@ pub fn open(
             } else {
                 len.clamp(8 << 10, 1 << 20)
             };
-            Box::new(BufReader::with_capacity(size as usize, f))
+            Box::new(EndOnce {
+                inner: BufReader::with_capacity(size as usize, f),
+                ended: false,
+            })
         };
         (spec.to_string(), reader)
     };

@@ -43,14 +43,42 @@ struct Piece {
 
 /// The wrapped messages in `stretch` (whole lines) that an anchor crosses a seam of, in order.
 pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
-    let pieces = pieces(stretch);
-    let Some(width) = pieces.iter().map(|p| p.width).max() else {
-        return Vec::new();
-    };
+    // Most stretches have no seam at all. One pass over the line ends finds the widest line
+    // and the seams the bytes either side leave possible (a line's width is counted only
+    // where its length could make it the widest, or its seam is possible); the piece list,
+    // and the walk below, only where some near-full piece's seam with the next is crossed,
+    // which is exactly when the walk finds a run.
+    let mut width = 0;
+    let mut maybe = Vec::new();
+    let mut all = spans(stretch).peekable();
+    while let Some((start, end)) = all.next() {
+        let len = end - start;
+        if len > width {
+            width = width.max(piece(stretch, start, end).width);
+        }
+        if let Some(&(next_start, next_end)) = all.peek() {
+            if len >= MIN_WIDTH && may_seam(stretch, (start, end), (next_start, next_end), anchors)
+            {
+                maybe.push((
+                    piece(stretch, start, end),
+                    piece(stretch, next_start, next_end),
+                ));
+            }
+        }
+    }
     if width < MIN_WIDTH {
         return Vec::new();
     }
     let near_full = |p: &Piece| p.width + WORD_SLACK >= width && p.width >= MIN_WIDTH;
+    if !maybe
+        .iter()
+        .any(|(p, q)| near_full(p) && seam(stretch, p, q, width, anchors).is_some())
+    {
+        return Vec::new();
+    }
+    let pieces: Vec<Piece> = spans(stretch)
+        .map(|(start, end)| piece(stretch, start, end))
+        .collect();
     let mut runs = Vec::new();
     let mut i = 0;
     while i + 1 < pieces.len() {
@@ -112,6 +140,30 @@ pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
     runs
 }
 
+/// Whether an anchor could cross the seam between `a` and `b` at all, from what needs no
+/// walk and no width: `b` is not the log's next record, and some separator (none, or a
+/// space) has the bytes either side of it adjacent in an anchor. Most line ends of a log
+/// stop here.
+fn may_seam(stretch: &[u8], a: (usize, usize), b: (usize, usize), anchors: &Anchors) -> bool {
+    let a_text = &stretch[a.0..a.1];
+    let b_text = trim_start(&stretch[b.0..b.1]);
+    // A line that starts as this one did (the same timestamp, level or rank prefix) is the
+    // log's next record, not a piece of this one.
+    const RECORD_PREFIX: usize = 5;
+    let (Some(&last), Some(&first)) = (a_text.last(), b_text.first()) else {
+        return false;
+    };
+    if anchors.max_len() == 0
+        || (a_text.len() >= RECORD_PREFIX
+            && stretch[b.0..b.1].starts_with(&a_text[..RECORD_PREFIX]))
+    {
+        return false;
+    }
+    // An anchor across the seam holds the bytes on either side of it, adjacent (`...200
+    // OK` / `INFO ...` ends here).
+    anchors.may_join(last, first) || (anchors.may_join(last, b' ') && anchors.may_join(b' ', first))
+}
+
 /// The separator that puts `a` and `b` back together so that an anchor crosses the seam:
 /// none where the terminal cut inside a word, a space where the cut fell on one (or a tool
 /// wrapped at a space and dropped it); `None` when no anchor crosses.
@@ -122,19 +174,12 @@ fn seam(
     width: usize,
     anchors: &Anchors,
 ) -> Option<&'static [u8]> {
+    if !may_seam(stretch, (a.start, a.end), (b.start, b.end), anchors) {
+        return None;
+    }
     let max = anchors.max_len();
     let a_text = &stretch[a.start..a.end];
     let b_text = trim_start(&stretch[b.start..b.end]);
-    // A line that starts as this one did (the same timestamp, level or rank prefix) is the
-    // log's next record, not a piece of this one: most seams of a log end here, unsearched.
-    const RECORD_PREFIX: usize = 5;
-    if b_text.is_empty()
-        || max == 0
-        || (a_text.len() >= RECORD_PREFIX
-            && stretch[b.start..b.end].starts_with(&a_text[..RECORD_PREFIX]))
-    {
-        return None;
-    }
     let tail = &a_text[a_text.len().saturating_sub(max)..];
     let head = &b_text[..b_text.len().min(max)];
     let seps: &[&'static [u8]] = if a.width == width {
@@ -142,8 +187,6 @@ fn seam(
     } else {
         &[b" ", b""]
     };
-    // An anchor across the seam holds the bytes on either side of it, adjacent: most seams
-    // of a log (`...200 OK` / `INFO ...`) end here, before any walk.
     let (last, first) = (tail[tail.len() - 1], head[0]);
     let may_cross = |sep: &[u8]| match sep {
         [] => anchors.may_join(last, first),
@@ -185,26 +228,48 @@ fn trim_start(s: &[u8]) -> &[u8] {
     &s[n..]
 }
 
-fn pieces(stretch: &[u8]) -> Vec<Piece> {
-    let mut out = Vec::new();
+/// How many UTF-8 continuation bytes (`0b10xx_xxxx`) `line` holds: what a terminal does not
+/// count as a column. Summed in 255-byte pieces with a byte-sized count, so the loop
+/// compiles to vector compares (a branch per byte cost more than the rest of the seam
+/// search on a log with a few non-ASCII characters).
+fn continuation_bytes(line: &[u8]) -> usize {
+    line.chunks(255)
+        .map(|piece| {
+            let n = piece
+                .iter()
+                .fold(0u8, |n, &b| n + u8::from((b as i8) < -64));
+            usize::from(n)
+        })
+        .sum()
+}
+
+/// Where the lines of `stretch` start and end (without the newline and a carriage return;
+/// a last line without a newline included).
+fn spans(stretch: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut ends = memchr::memchr_iter(b'\n', stretch);
     let mut start = 0;
-    while start < stretch.len() {
-        let nl = memchr::memchr(b'\n', &stretch[start..]).map_or(stretch.len(), |i| start + i);
+    std::iter::from_fn(move || {
+        if start >= stretch.len() {
+            return None;
+        }
+        let nl = ends.next().unwrap_or(stretch.len());
         let end = if nl > start && stretch[nl - 1] == b'\r' {
             nl - 1
         } else {
             nl
         };
-        let line = &stretch[start..end];
-        let width = if line.is_ascii() {
-            line.len()
-        } else {
-            line.iter().filter(|&&b| b & 0xC0 != 0x80).count()
-        };
-        out.push(Piece { start, end, width });
+        let span = (start, end);
         start = nl + 1;
-    }
-    out
+        Some(span)
+    })
+}
+
+/// The line `stretch[start..end]` as a piece, with its width.
+fn piece(stretch: &[u8], start: usize, end: usize) -> Piece {
+    let line = &stretch[start..end];
+    // Counted without a test for ASCII first: `is_ascii` per line cost more.
+    let width = line.len() - continuation_bytes(line);
+    Piece { start, end, width }
 }
 
 #[cfg(test)]

@@ -526,6 +526,37 @@ pub fn buffered(r: Box<dyn Read>) -> Box<dyn BufRead> {
 mod tests {
     use super::*;
 
+    /// Once the file said "end" it is not asked again (a log still being written past that
+    /// point is not half-read into the scan), and the bytes before the end are all there.
+    #[test]
+    fn a_file_is_read_to_its_end_once() {
+        struct Growing {
+            calls: usize,
+        }
+        impl Read for Growing {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                self.calls += 1;
+                // "abc", then end, then more bytes as if the file grew.
+                let chunk: &[u8] = match self.calls {
+                    1 => b"abc",
+                    2 => b"",
+                    _ => b"later",
+                };
+                buf[..chunk.len()].copy_from_slice(chunk);
+                Ok(chunk.len())
+            }
+        }
+        let mut r = EndOnce {
+            inner: Growing { calls: 0 },
+            ended: false,
+        };
+        let mut out = Vec::new();
+        r.read_to_end(&mut out).unwrap();
+        assert_eq!(out, b"abc");
+        assert_eq!(r.read(&mut [0u8; 16]).unwrap(), 0);
+        assert_eq!(r.inner.calls, 2);
+    }
+
     fn read_all(o: Opened) -> Vec<u8> {
         let mut v = Vec::new();
         let mut r = o.reader;

@@ -304,6 +304,30 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
     }
 
+    /// The entry's own type decides, as `lstat` did: a link to a file is read, a link to a
+    /// directory is not entered (no loops), a dangling link is left out.
+    #[cfg(unix)]
+    #[test]
+    fn links_are_typed_by_what_they_point_to() {
+        let root =
+            std::env::temp_dir().join(format!("oomdoctor-walk-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        std::fs::write(root.join("d/inner.log"), "i").unwrap();
+        std::fs::write(root.join("plain.log"), "p").unwrap();
+        std::os::unix::fs::symlink(root.join("plain.log"), root.join("to-file.log")).unwrap();
+        std::os::unix::fs::symlink(root.join("d"), root.join("to-dir")).unwrap();
+        std::os::unix::fs::symlink(root.join("gone.log"), root.join("dangling.log")).unwrap();
+        let w = walk(&root).unwrap();
+        let names: Vec<String> = w
+            .files
+            .iter()
+            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, vec!["d/inner.log", "plain.log", "to-file.log"]);
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn globs() {
         assert!(glob_match(b"*.log", b"rank0.log"));

@@ -76,6 +76,17 @@ pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
     {
         return Vec::new();
     }
+    walk_runs(stretch, width, |a, b| seam(stretch, a, b, width, anchors))
+}
+
+/// The runs of `stretch`, whose widest line is `width` wide: every piece walked, `seam`
+/// putting two pieces together.
+fn walk_runs(
+    stretch: &[u8],
+    width: usize,
+    seam: impl Fn(&Piece, &Piece) -> Option<&'static [u8]>,
+) -> Vec<WrappedRun> {
+    let near_full = |p: &Piece| p.width + WORD_SLACK >= width && p.width >= MIN_WIDTH;
     let pieces: Vec<Piece> = spans(stretch)
         .map(|(start, end)| piece(stretch, start, end))
         .collect();
@@ -83,7 +94,7 @@ pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
     let mut i = 0;
     while i + 1 < pieces.len() {
         let Some(first_sep) = (near_full(&pieces[i]))
-            .then(|| seam(stretch, &pieces[i], &pieces[i + 1], width, anchors))
+            .then(|| seam(&pieces[i], &pieces[i + 1]))
             .flatten()
         else {
             i += 1;
@@ -118,7 +129,7 @@ pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
                 Some(&b""[..])
             } else {
                 near_full(&pieces[last])
-                    .then(|| seam(stretch, &pieces[last], &pieces[last + 1], width, anchors))
+                    .then(|| seam(&pieces[last], &pieces[last + 1]))
                     .flatten()
             };
             let Some(sep) = sep else { break };
@@ -364,6 +375,114 @@ next
                 assert!(text.contains(anchor), "{text}");
             }
         }
+    }
+
+    /// The one-pass check before the walk gives up only where the walk over every piece
+    /// finds nothing: random logs of prefixed records, wide lines, blank and non-ASCII lines
+    /// and anchors cut at random places, with exact wraps and wraps at a space.
+    #[test]
+    fn the_check_before_the_walk_never_loses_a_run() {
+        let anchors = anchors();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let words = [
+            "INFO",
+            "step",
+            "out of",
+            "memory",
+            "Free memory",
+            "on device",
+            "resource",
+            "exhausted",
+            "█▉",
+            "tokens/s",
+            "",
+        ];
+        let mut found = 0;
+        for _ in 0..3000 {
+            // A paste wrapped at one width: exact cuts (a terminal), cuts at a space that
+            // drop it (a wrapping tool), and short lines left whole.
+            let width = 40 + next(60) as usize;
+            let mut log = String::new();
+            for _ in 0..1 + next(10) {
+                let mut line = String::new();
+                if next(3) == 0 {
+                    line.push_str("2026-01-01 10:00:00 ");
+                }
+                for _ in 0..next(30) {
+                    line.push_str(words[next(words.len() as u64) as usize]);
+                    line.push(' ');
+                }
+                let line = line.trim_end();
+                match next(3) {
+                    0 => log.push_str(&wrap(line, width)),
+                    1 => {
+                        let mut piece = String::new();
+                        for word in line.split(' ') {
+                            if !piece.is_empty()
+                                && piece.chars().count() + 1 + word.chars().count() > width
+                            {
+                                log.push_str(&piece);
+                                log.push('\n');
+                                piece.clear();
+                            } else if !piece.is_empty() {
+                                piece.push(' ');
+                            }
+                            piece.push_str(word);
+                        }
+                        log.push_str(&piece);
+                    }
+                    _ => log.extend(line.chars().take(width)),
+                }
+                if !log.ends_with('\n') {
+                    log.push('\n');
+                }
+            }
+            let bytes = log.as_bytes();
+            let width = spans(bytes)
+                .map(|(s, e)| piece(bytes, s, e).width)
+                .max()
+                .unwrap_or(0);
+            let fast = wrapped_runs(bytes, &anchors);
+            // The reference walks every piece and joins every seam with no byte check:
+            // only the record-prefix rule and the anchor walk.
+            let slow_seam = |a: &Piece, b: &Piece| -> Option<&'static [u8]> {
+                let a_text = &bytes[a.start..a.end];
+                let b_text = trim_start(&bytes[b.start..b.end]);
+                if b_text.is_empty()
+                    || a_text.is_empty()
+                    || (a_text.len() >= 5 && bytes[b.start..b.end].starts_with(&a_text[..5]))
+                {
+                    return None;
+                }
+                let max = anchors.max_len();
+                let tail = &a_text[a_text.len().saturating_sub(max)..];
+                let head = &b_text[..b_text.len().min(max)];
+                let seps: [&'static [u8]; 2] = if a.width == width {
+                    [b"", b" "]
+                } else {
+                    [b" ", b""]
+                };
+                seps.into_iter().find(|sep| {
+                    let joined = [tail, sep, head].concat();
+                    anchors.crosses(&joined, tail.len()..tail.len() + sep.len())
+                })
+            };
+            let full = if width < MIN_WIDTH {
+                Vec::new()
+            } else {
+                walk_runs(bytes, width, slow_seam)
+            };
+            assert_eq!(fast, full, "{log:?}");
+            found += usize::from(!full.is_empty());
+        }
+        // The logs do hold runs: the comparison is not between two empty lists.
+        assert!(found > 100, "{found} logs with a run");
     }
 
     #[test]

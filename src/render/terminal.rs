@@ -48,11 +48,43 @@ pub fn is_unsafe(c: char) -> bool {
         || matches!(u, 0x061c | 0x200e | 0x200f | 0x202a..=0x202e | 0x2066..=0x2069)
 }
 
-/// Whether `s` holds any character [`is_unsafe`] refuses. Most text is printable ASCII, which
-/// a byte test settles without decoding characters; only text with other bytes is decoded.
+/// Whether `s` holds any character [`is_unsafe`] refuses.
 fn has_unsafe(s: &str) -> bool {
-    let printable_ascii = |b: &u8| (0x20..0x7f).contains(b) || *b == b'\t';
-    !s.as_bytes().iter().all(printable_ascii) && s.chars().any(is_unsafe)
+    any_unsafe(s, false)
+}
+
+/// Whether `s` holds a character [`is_unsafe`] refuses (a newline let through when
+/// `newline_ok`), read as bytes: 32-byte pieces of printable ASCII are passed by one test
+/// that compiles to vector compares, and only other pieces are looked at byte by byte, each
+/// unsafe character told by its UTF-8 bytes. (Decoding every character of a directory's
+/// 40 MB JSON report cost as much as serialising it.)
+fn any_unsafe(s: &str, newline_ok: bool) -> bool {
+    let b = s.as_bytes();
+    b.chunks(32).enumerate().any(|(k, piece)| {
+        let plain = piece.iter().fold(true, |ok, &c| {
+            ok & ((c.wrapping_sub(0x20) < 0x5f) | (c == b'\t') | ((c == b'\n') & newline_ok))
+        });
+        !plain && (k * 32..k * 32 + piece.len()).any(|j| unsafe_at(b, j, newline_ok))
+    })
+}
+
+/// Whether the character that starts at `b[j]` (UTF-8) is unsafe; continuation bytes say no.
+fn unsafe_at(b: &[u8], j: usize, newline_ok: bool) -> bool {
+    match b[j] {
+        b'\t' => false,
+        b'\n' => !newline_ok,
+        0..=0x1f | 0x7f => true,
+        // U+0080-U+009F (C1 controls).
+        0xc2 => matches!(b.get(j + 1), Some(0x80..=0x9f)),
+        // U+061C (Arabic letter mark).
+        0xd8 => b.get(j + 1) == Some(&0x9c),
+        // U+200E-U+200F, U+202A-U+202E, U+2066-U+2069 (direction marks and overrides).
+        0xe2 => matches!(
+            (b.get(j + 1), b.get(j + 2)),
+            (Some(0x80), Some(0x8e | 0x8f | 0xaa..=0xae)) | (Some(0x81), Some(0xa6..=0xa9))
+        ),
+        _ => false,
+    }
 }
 
 /// Appends the visible form of an unsafe character.
@@ -535,7 +567,7 @@ fn sgr_len(s: &str) -> Option<usize> {
 /// (and tabs) are the output's own and stay.
 pub fn guard(text: &str, sink: Sink) -> Cow<'_, str> {
     let bad = |c: char| c != '\n' && is_unsafe(c);
-    if !text.chars().any(bad) {
+    if !any_unsafe(text, true) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -683,6 +715,30 @@ mod tests {
         assert_eq!(s, "␛[1mOOM 20.00 GiB");
         let (a, b) = span.unwrap();
         assert_eq!(&s[a..b], "20.00");
+    }
+
+    /// The byte test says what decoding every character and asking [`is_unsafe`] says: for
+    /// each code point below U+3000 and around it, alone and inside text at every offset
+    /// of a 32-byte piece, with and without newlines let through.
+    #[test]
+    fn the_byte_test_agrees_with_is_unsafe() {
+        for u in (0..0x3000u32).chain(0xfff0..0x10100) {
+            let Some(c) = char::from_u32(u) else { continue };
+            for pad in [0usize, 1, 30, 31, 32, 33] {
+                let text = format!("{}{c}tail", "x".repeat(pad));
+                for newline_ok in [false, true] {
+                    let want = text
+                        .chars()
+                        .any(|ch| is_unsafe(ch) && !(newline_ok && ch == '\n'));
+                    assert_eq!(any_unsafe(&text, newline_ok), want, "U+{u:04X} at {pad}");
+                }
+            }
+        }
+        // A multi-byte character cut by a piece boundary, then an unsafe one.
+        let text = format!("{}█\u{202e}", "y".repeat(31));
+        assert!(any_unsafe(&text, true));
+        assert!(!any_unsafe(&format!("{}█ok\n", "y".repeat(31)), true));
+        assert!(any_unsafe(&format!("{}█ok\n", "y".repeat(31)), false));
     }
 
     #[test]

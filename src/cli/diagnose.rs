@@ -752,11 +752,17 @@ pub fn analyze(
         r.incidents = fused.ooms.iter().filter(|m| *m.input == *r.name).count();
     }
     diagnosis.series.extend(fused.series_plots);
-    let reports = fused
-        .incidents
-        .iter()
-        .map(|i| crate::diagnosis::verdict::diagnose(i, rules))
-        .collect();
+    // Each incident is diagnosed on its own: a directory of failed jobs' logs holds
+    // thousands, which the worker threads share as they shared the reading (one thread for
+    // a few, where starting threads would cost more than it saves).
+    let threads = if fused.incidents.len() >= 64 {
+        crate::input::walk::threads()
+    } else {
+        1
+    };
+    let reports = crate::input::walk::parallel_map(&fused.incidents, threads, |i| {
+        crate::diagnosis::verdict::diagnose(i, rules)
+    });
     diagnosis.incidents = crate::diagnosis::verdict::finish(reports);
     diagnosis.collect_excerpts();
     diagnosis.group_repeats();

@@ -20,6 +20,8 @@
 #   gzip          the log gzip-compressed (level 1), oomdoctor against zgrep
 #   10,000 logs   a 273 MiB log of the same kind (default rates, an OOM every MiB) split into
 #                 10,000 files in one directory; oomdoctor DIR against `grep -r -c -i -E`
+#   2,000 OOMs    a CI post-mortem over failed jobs: 2,000 files, each one of the 10,000 that
+#                 holds an OOM (copied in turn), so every file is an incident to diagnose
 #
 #   rg anchors    rg -c -i -F over every recogniser's anchor (bench/anchor_cover.py list):
 #                 the same line search oomdoctor's scan does, for comparison
@@ -36,6 +38,7 @@ BENCH_DIR=${BENCH_DIR:-/tmp}
 LOG=$BENCH_DIR/oomdoctor-scan-1GiB.log
 GZ=$LOG.gz
 DIR=$BENCH_DIR/oomdoctor-scan-10k
+OOMS=$BENCH_DIR/oomdoctor-scan-2k-ooms
 OUT=${OUT:-bench/RESULTS-scan.md}
 PATTERNS='out of memory|outofmemory|resource_exhausted|killed process'
 RG_ARGS=(-c -i -e 'out of memory' -e outofmemory -e resource_exhausted -e 'killed process')
@@ -54,8 +57,13 @@ if [ ! -f "$DIR/rank-09999.log" ]; then
   (cd "$DIR" && split -d -a 5 -n l/10000 --additional-suffix=.log "$DIR.src" rank-)
   rm -f "$DIR.src"
 fi
+if [ ! -f "$OOMS/job-1999.log" ]; then
+  rm -rf "$OOMS" && mkdir -p "$OOMS"
+  mapfile -t with_oom < <(grep -l -i 'out of memory' "$DIR"/*.log)
+  for i in $(seq 0 1999); do cp "${with_oom[i % ${#with_oom[@]}]}" "$OOMS/job-$i.log"; done
+fi
 cat "$LOG" "$GZ" > /dev/null
-find "$DIR" -type f -exec cat {} + > /dev/null
+find "$DIR" "$OOMS" -type f -exec cat {} + > /dev/null
 have_rg=$(command -v rg > /dev/null && echo 1 || echo 0)
 
 # One timed run: prints "wall cpu rss_kb".
@@ -109,6 +117,9 @@ add "zgrep gzip" "zgrep -c -i -E '$PATTERNS' '$GZ'"
 add "oomdoctor 10k" "$OD '$DIR'"
 [ -n "${BEFORE:-}" ] && add "before 10k" "$BEFORE --format json --exit-zero '$DIR'"
 add "grep 10k" "grep -r -c -i -E '$PATTERNS' '$DIR'"
+add "oomdoctor ooms" "$OD '$OOMS'"
+[ -n "${BEFORE:-}" ] && add "before ooms" "$BEFORE --format json --exit-zero '$OOMS'"
+add "grep ooms" "grep -r -c -i -E '$PATTERNS' '$OOMS'"
 bench "${cases[@]}"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.1fx", a/b; else print "-" }'; }
@@ -150,6 +161,9 @@ anchor=grep
   row "10,000 small logs (273 MiB), oomdoctor" "oomdoctor 10k" "grep 10k"
   row "10,000 small logs (273 MiB), oomdoctor (before)" "before 10k" "grep 10k"
   row "10,000 small logs (273 MiB), grep -r -c -i -E" "grep 10k" ""
+  row "2,000 failed jobs' logs, each with an OOM, oomdoctor" "oomdoctor ooms" "grep ooms"
+  row "2,000 failed jobs' logs, each with an OOM, oomdoctor (before)" "before ooms" "grep ooms"
+  row "2,000 failed jobs' logs, each with an OOM, grep -r -c -i -E" "grep ooms" ""
   echo
   [ -n "${WALL[rg anchors 1 GiB]:-}" ] && echo "oomdoctor vs rg with the same anchors (1 GiB log): wall $(ratio "${WALL[oomdoctor 1 GiB]}" "${WALL[rg anchors 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor 1 GiB]}" "${CPU[rg anchors 1 GiB]}")."
   echo "stdin vs file path (oomdoctor): wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[oomdoctor 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[oomdoctor 1 GiB]}")."

@@ -269,6 +269,43 @@ static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d").expect("static regex")
 });
 
+/// Which of the progress regexes can match a line, from a word (or byte) each one's every
+/// match holds: `EVALUATION_ROUND` `validat`/`evaluat`, `TQDM` a `/`, `STEP` `it` or `step`
+/// (or `ſ`, which case-folds to `s`), `LOSS_LOG` `loss`, `EPOCH` `epoch`; ASCII case
+/// ignored where the regex ignores case. `false` means the regex cannot match; `true` only
+/// that it may.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ProgressWords {
+    evaluation: bool,
+    tqdm: bool,
+    step: bool,
+    loss: bool,
+    epoch: bool,
+}
+
+impl ProgressWords {
+    /// `lower`: a buffer reused across lines for the ASCII-lowercased text.
+    fn of(text: &str, lower: &mut Vec<u8>) -> ProgressWords {
+        use memchr::memmem::find;
+        lower.clear();
+        lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
+        let l = &lower[..];
+        ProgressWords {
+            evaluation: find(l, b"validat").is_some() || find(l, b"evaluat").is_some(),
+            tqdm: memchr::memchr(b'/', l).is_some(),
+            step: find(l, b"it").is_some()
+                || find(l, b"step").is_some()
+                || find(l, "ſ".as_bytes()).is_some(),
+            loss: find(text.as_bytes(), b"loss").is_some(),
+            epoch: find(l, b"epoch").is_some(),
+        }
+    }
+
+    fn any(self) -> bool {
+        self.evaluation || self.tqdm || self.step || self.loss || self.epoch
+    }
+}
+
 /// The frames and calls that move something to the device: a model being loaded, unless the
 /// traceback says training (a step may move a model too), and never on their own as a
 /// source line's call (`images.to(device)` moves a tensor).
@@ -426,24 +463,32 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let mut last_progress_distance: Option<u64> = None;
     let mut saw_loss_log = false;
     let mut evaluation_rounds = None;
+    let mut lower = Vec::new();
     for (distance, l) in preceding.iter().enumerate() {
         let t = &l.text;
-        if EVALUATION_ROUND.is_match(t) {
+        // Which of the regexes below can match at all, from words each needs: most lines
+        // before a failure hold none, and six regex searches over each of hundreds of lines
+        // were most of what a failure cost.
+        let may = ProgressWords::of(t, &mut lower);
+        if !may.any() {
+            continue;
+        }
+        if may.evaluation && EVALUATION_ROUND.is_match(t) {
             evaluation_rounds = Some(evaluation_rounds.unwrap_or(0u64) + 1);
             continue;
         }
         let mut progress = false;
         // Progress bars of loading, downloading or graph capture are not training steps.
-        if NOT_STEPS.is_match(t) {
+        if (may.tqdm || may.step || may.loss || may.epoch) && NOT_STEPS.is_match(t) {
             continue;
         }
-        if let Some(c) = TQDM.captures(t) {
+        if let Some(c) = may.tqdm.then(|| TQDM.captures(t)).flatten() {
             let cur = c.name("cur").or(c.name("rcur")).map_or("", |m| m.as_str());
             if let Ok(n) = cur.parse::<u64>() {
                 steps = Some(steps.unwrap_or(0u64).max(n));
                 progress = true;
             }
-        } else if let Some(c) = STEP.captures(t) {
+        } else if let Some(c) = may.step.then(|| STEP.captures(t)).flatten() {
             if !t.contains("File \"") {
                 if let Ok(n) = c["n"].parse::<u64>() {
                     if n < 100_000_000 {
@@ -453,12 +498,12 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 }
             }
         }
-        if LOSS_LOG.is_match(t) {
+        if may.loss && LOSS_LOG.is_match(t) {
             saw_loss_log = true;
             progress = true;
             steps = Some(steps.unwrap_or(1).max(1));
         }
-        if let Some(c) = EPOCH.captures(t) {
+        if let Some(c) = may.epoch.then(|| EPOCH.captures(t)).flatten() {
             if let Ok(e) = c["n"].parse::<f64>() {
                 // `Epoch 3/30` (Keras, many trainers) counts from 1: two epochs are done.
                 let done = if c.name("of").is_some() {
@@ -646,6 +691,76 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
 mod tests {
     use super::*;
     use crate::ingest::log::clean::clean_line;
+
+    /// A regex matches only lines whose words say it may: every line of every bundled log
+    /// (and of the real-world set beside the project, when it is there), cleaned as the
+    /// scan cleans them, and lines made to test the case folding.
+    #[test]
+    fn progress_words_never_rule_out_a_match() {
+        fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for p in entries.flatten().map(|e| e.path()) {
+                if p.is_dir() {
+                    walk(&p, files);
+                } else if p.extension().is_some_and(|x| x == "log" || x == "txt") {
+                    files.push(p);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        for dir in [
+            "fixtures",
+            "rules",
+            "tests/regressions",
+            "../shared/eval/realworld",
+        ] {
+            walk(&root.join(dir), &mut files);
+        }
+        let mut lines: Vec<String> = [
+            "STEP 12 | LOSS 3.1",
+            "ſtep 5",
+            "Iteration: 7",
+            "global_step=40",
+            "EPOCH [3/30]",
+            "'Epoch': 2.5",
+            "*** Running Evaluation ***",
+            "Starting the VALIDATION loop",
+            " 45%|████▌     | 45/100 [00:10<00:12,  4.50it/s]",
+            "Map: 100%|██████████| 10/10",
+            "{'loss': 1.2, 'grad_norm': 0.5}",
+            "train_loss=0.73",
+        ]
+        .map(String::from)
+        .to_vec();
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap();
+            lines.extend(bytes.split(|&b| b == b'\n').map(|l| clean_line(l).text));
+        }
+        assert!(lines.len() > 3_000, "{} lines", lines.len());
+        let mut lower = Vec::new();
+        let mut matched = 0;
+        for t in &lines {
+            let may = ProgressWords::of(t, &mut lower);
+            for (name, re, allowed) in [
+                ("evaluation", &*EVALUATION_ROUND, may.evaluation),
+                ("tqdm", &*TQDM, may.tqdm),
+                ("step", &*STEP, may.step),
+                ("loss", &*LOSS_LOG, may.loss),
+                ("epoch", &*EPOCH, may.epoch),
+                // NOT_STEPS is asked only where one of the four above may match: it can only
+                // stop them, so the four checks cover it.
+            ] {
+                if re.is_match(t) {
+                    matched += 1;
+                    assert!(allowed, "{name} matches {t:?} but its words were not seen");
+                }
+            }
+        }
+        assert!(matched > 500, "{matched} matches");
+    }
 
     /// Lines in file order; `decide` wants them nearest-first.
     fn pre(text: &str) -> Vec<CleanLine> {

@@ -49,37 +49,58 @@ static ANSI: LazyLock<Regex> = LazyLock::new(|| {
 
 struct Prefix {
     re: Regex,
-    apply: fn(&regex::Captures<'_>, &mut LineMeta),
+    /// Where the groups `meta` takes from are in `re`'s captures, found once: looking a
+    /// group up by name hashes the name, six times per prefix of every line read.
+    groups: MetaGroups,
+}
+
+#[derive(Default)]
+struct MetaGroups {
+    ts: Option<usize>,
+    level: Option<usize>,
+    rank: Option<usize>,
+    pid: Option<usize>,
+    process: Option<usize>,
+    tag: Option<usize>,
 }
 
 impl Prefix {
     fn new(pattern: &str) -> Prefix {
-        Prefix {
-            re: Regex::new(pattern).expect("static regex"),
-            apply: set_ts,
-        }
+        let re = Regex::new(pattern).expect("static regex");
+        let at = |name: &str| re.capture_names().position(|n| n == Some(name));
+        let groups = MetaGroups {
+            ts: at("ts"),
+            level: at("level"),
+            rank: at("rank"),
+            pid: at("pid"),
+            process: at("proc"),
+            tag: at("tag"),
+        };
+        Prefix { re, groups }
     }
-}
 
-fn set_ts(c: &regex::Captures<'_>, m: &mut LineMeta) {
-    if let Some(t) = c.name("ts") {
-        m.timestamp
-            .get_or_insert_with(|| t.as_str().trim().to_string());
-    }
-    if let Some(l) = c.name("level") {
-        m.level.get_or_insert_with(|| normalise_level(l.as_str()));
-    }
-    if let Some(r) = c.name("rank").and_then(|r| r.as_str().parse().ok()) {
-        m.rank.get_or_insert(r);
-    }
-    if let Some(p) = c.name("pid").and_then(|r| r.as_str().parse().ok()) {
-        m.pid.get_or_insert(p);
-    }
-    if let Some(p) = c.name("proc") {
-        m.process.get_or_insert_with(|| p.as_str().to_string());
-    }
-    if let Some(t) = c.name("tag") {
-        m.tag.get_or_insert_with(|| t.as_str().to_string());
+    /// Fills what `meta` does not hold yet from a match's groups.
+    fn apply(&self, c: &regex::Captures<'_>, m: &mut LineMeta) {
+        let g = &self.groups;
+        let get = |i: Option<usize>| i.and_then(|i| c.get(i)).map(|x| x.as_str());
+        if let Some(t) = get(g.ts) {
+            m.timestamp.get_or_insert_with(|| t.trim().to_string());
+        }
+        if let Some(l) = get(g.level) {
+            m.level.get_or_insert_with(|| normalise_level(l));
+        }
+        if let Some(r) = get(g.rank).and_then(|r| r.parse().ok()) {
+            m.rank.get_or_insert(r);
+        }
+        if let Some(p) = get(g.pid).and_then(|r| r.parse().ok()) {
+            m.pid.get_or_insert(p);
+        }
+        if let Some(p) = get(g.process) {
+            m.process.get_or_insert_with(|| p.to_string());
+        }
+        if let Some(t) = get(g.tag) {
+            m.tag.get_or_insert_with(|| t.to_string());
+        }
     }
 }
 
@@ -354,7 +375,7 @@ pub fn strip_prefixes<'a>(mut text: &'a str, meta: &mut LineMeta) -> &'a str {
                 {
                     continue;
                 }
-                (p.apply)(&c, meta);
+                p.apply(&c, meta);
                 text = &trimmed[whole..];
                 progressed = true;
                 break;

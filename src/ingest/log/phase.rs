@@ -286,18 +286,22 @@ struct ProgressWords {
 impl ProgressWords {
     /// `lower`: a buffer reused across lines for the ASCII-lowercased text.
     fn of(text: &str, lower: &mut Vec<u8>) -> ProgressWords {
-        use memchr::memmem::find;
+        use memchr::memmem::Finder;
+        // Built once: `memmem::find` builds its searcher on every call.
+        static WORDS: LazyLock<[Finder<'static>; 6]> =
+            LazyLock::new(|| ["validat", "evaluat", "step", "ſ", "loss", "epoch"].map(Finder::new));
+        let [validat, evaluat, step, long_s, loss, epoch] = &*WORDS;
         lower.clear();
         lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
         let l = &lower[..];
         ProgressWords {
-            evaluation: find(l, b"validat").is_some() || find(l, b"evaluat").is_some(),
+            evaluation: validat.find(l).is_some() || evaluat.find(l).is_some(),
             tqdm: memchr::memchr(b'/', l).is_some(),
-            step: find(l, b"it").is_some()
-                || find(l, b"step").is_some()
-                || find(l, "ſ".as_bytes()).is_some(),
-            loss: find(text.as_bytes(), b"loss").is_some(),
-            epoch: find(l, b"epoch").is_some(),
+            step: memchr::memchr_iter(b'i', l).any(|i| l.get(i + 1) == Some(&b't'))
+                || step.find(l).is_some()
+                || long_s.find(l).is_some(),
+            loss: loss.find(text.as_bytes()).is_some(),
+            epoch: epoch.find(l).is_some(),
         }
     }
 

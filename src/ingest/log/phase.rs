@@ -296,9 +296,17 @@ impl ProgressWords {
         let l = &lower[..];
         ProgressWords {
             evaluation: validat.find(l).is_some() || evaluat.find(l).is_some(),
-            tqdm: memchr::memchr(b'/', l).is_some(),
-            step: memchr::memchr_iter(b'i', l).any(|i| l.get(i + 1) == Some(&b't'))
-                || step.find(l).is_some()
+            // `\d+/\d+`: a digit either side of a slash (a byte of a non-ASCII character
+            // let through: Unicode has other digits).
+            tqdm: memchr::memchr_iter(b'/', l).any(|i| {
+                let digit = |b: Option<&u8>| b.is_some_and(|&b| b.is_ascii_digit() || b >= 0x80);
+                i > 0 && digit(l.get(i - 1)) && digit(l.get(i + 1))
+            }),
+            // `\bit`: not after a letter, digit or `_` (`with`, `4.5it/s` are no steps).
+            step: memchr::memchr_iter(b'i', l).any(|i| {
+                l.get(i + 1) == Some(&b't')
+                    && (i == 0 || !(l[i - 1].is_ascii_alphanumeric() || l[i - 1] == b'_'))
+            }) || step.find(l).is_some()
                 || long_s.find(l).is_some(),
             loss: loss.find(text.as_bytes()).is_some(),
             epoch: epoch.find(l).is_some(),
@@ -736,6 +744,12 @@ mod tests {
             "Map: 100%|██████████| 10/10",
             "{'loss': 1.2, 'grad_norm': 0.5}",
             "train_loss=0.73",
+            "İteration 5",
+            "ıt 5",
+            "ÉIT 5",
+            "3/4 [00:01<00:02]",
+            "٣/٤ 00:01:02 •",
+            "| 12/40 [",
         ]
         .map(String::from)
         .to_vec();

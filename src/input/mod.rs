@@ -200,7 +200,6 @@ pub struct Opened {
     pub cut: Arc<std::sync::Mutex<Option<Cut>>>,
 }
 
-/// Counts bytes passing through.
 /// A regular file read to its end once: the sniffing and the scan each asked the file
 /// again after it said "end" (a system call per file of a directory's 10,000).
 struct EndOnce<R> {
@@ -219,6 +218,7 @@ impl<R: Read> Read for EndOnce<R> {
     }
 }
 
+/// Counts bytes passing through.
 struct Counting<R> {
     inner: R,
     n: Arc<std::sync::atomic::AtomicU64>,

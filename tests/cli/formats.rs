@@ -1115,3 +1115,44 @@ fn completions_and_man_page() {
     // Listings keep their own two formats.
     assert_eq!(run(&["rules", "--format", "sarif"]).status.code(), Some(2));
 }
+
+/// A directory of many incidents is diagnosed on the worker threads: the report is the one
+/// a single thread writes (the same incidents, in the same order, with the same verdicts).
+/// One thread is had by pinning the process to one CPU (`taskset`; skipped where absent).
+#[test]
+fn many_incidents_diagnosed_in_parallel_report_as_on_one_thread() {
+    if Command::new("taskset").arg("--version").output().is_err() {
+        eprintln!("skipped: no taskset to run oomdoctor on one CPU");
+        return;
+    }
+    let sources = [
+        FRAG,
+        LEAK,
+        KILLED,
+        CLEAN,
+        "fixtures/engines/vllm-three-restarts-different-errors.log",
+    ];
+    let dir = std::env::temp_dir().join(format!("oomdoctor-many-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..80 {
+        let src = root().join(sources[i % sources.len()]);
+        std::fs::copy(src, dir.join(format!("job-{i:03}.log"))).unwrap();
+    }
+    let d = dir.to_str().unwrap();
+    let parallel = run(&["--format", "json", "--exit-zero", d]);
+    let one = Command::new("taskset")
+        .args(["-c", "0", BIN, "--format", "json", "--exit-zero", d])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(parallel.status.success() && one.status.success());
+    let report: Value = serde_json::from_slice(&parallel.stdout).unwrap();
+    let incidents = report["incidents"].as_array().map_or(0, Vec::len);
+    assert!(
+        incidents >= 64,
+        "{incidents} incidents: too few to go parallel"
+    );
+    assert_eq!(stdout(&parallel), String::from_utf8_lossy(&one.stdout));
+}

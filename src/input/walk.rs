@@ -282,6 +282,16 @@ pub fn parallel_map<T: Sync, R: Send>(
 mod tests {
     use super::*;
 
+    /// The files a walk of `root` finds, relative to it.
+    fn names_under(root: &Path) -> Vec<String> {
+        walk(root)
+            .unwrap()
+            .files
+            .iter()
+            .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+            .collect()
+    }
+
     #[test]
     fn walks_in_order_and_skips_hidden() {
         let root = std::env::temp_dir().join(format!("oomdoctor-walk-{}", std::process::id()));
@@ -293,12 +303,7 @@ mod tests {
         std::fs::write(root.join(".hidden.log"), "h").unwrap();
         std::fs::write(root.join(".git/HEAD"), "ref").unwrap();
         std::fs::write(root.join("b/deeper/c.log"), "c").unwrap();
-        let w = walk(&root).unwrap();
-        let names: Vec<String> = w
-            .files
-            .iter()
-            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
-            .collect();
+        let names = names_under(&root);
         assert_eq!(names, vec!["a.log", "b/deeper/c.log", "z.log"]);
         assert!(walk(&root.join("missing")).is_err());
         let _ = std::fs::remove_dir_all(&root);
@@ -318,12 +323,7 @@ mod tests {
         std::os::unix::fs::symlink(root.join("plain.log"), root.join("to-file.log")).unwrap();
         std::os::unix::fs::symlink(root.join("d"), root.join("to-dir")).unwrap();
         std::os::unix::fs::symlink(root.join("gone.log"), root.join("dangling.log")).unwrap();
-        let w = walk(&root).unwrap();
-        let names: Vec<String> = w
-            .files
-            .iter()
-            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
-            .collect();
+        let names = names_under(&root);
         assert_eq!(names, vec!["d/inner.log", "plain.log", "to-file.log"]);
         let _ = std::fs::remove_dir_all(&root);
     }

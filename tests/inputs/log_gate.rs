@@ -11,6 +11,7 @@ use oomdoctor::ingest::log::engines::{anchors, gate};
 use oomdoctor::ingest::log::grouping::analyze_log_planned;
 use oomdoctor::ingest::log::scanner::scan_planned;
 use oomdoctor::ingest::log::{Hit, LineSink, ScanPlan};
+use oomdoctor::input::walk::{Filter, walk_filtered};
 
 /// Every log the project's tests read, and the real incidents where they are checked out.
 fn all_logs() -> Vec<PathBuf> {
@@ -27,15 +28,12 @@ fn all_logs() -> Vec<PathBuf> {
     } else {
         eprintln!("note: ../shared/eval/realworld is absent; checking the project's logs only");
     }
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "log" || x == "txt") {
-                out.push(p);
-            }
-        }
+    let logs = Filter {
+        include: vec!["*.log".into(), "*.txt".into()],
+        exclude: Vec::new(),
+    };
+    for d in dirs {
+        out.extend(walk_filtered(&d, &logs).unwrap().files);
     }
     out.sort();
     out

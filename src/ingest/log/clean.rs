@@ -419,21 +419,17 @@ mod tests {
     /// word start of every line of the bundled fixtures.
     #[test]
     fn the_prefix_set_agrees_with_each_prefix() {
-        fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
-            for e in std::fs::read_dir(dir).unwrap().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    walk(&p, files);
-                } else if p.extension().is_some_and(|x| x == "log" || x == "txt") {
-                    files.push(p);
-                }
-            }
-        }
+        let logs = crate::input::walk::Filter {
+            include: vec!["*.log".into(), "*.txt".into()],
+            exclude: Vec::new(),
+        };
         let mut files = Vec::new();
         for dir in ["fixtures", "rules"] {
-            walk(
-                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir),
-                &mut files,
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            files.extend(
+                crate::input::walk::walk_filtered(&root, &logs)
+                    .unwrap()
+                    .files,
             );
         }
         assert!(files.len() > 50, "the fixtures are there");

@@ -21,6 +21,10 @@
 //! a bucket, so a bucket's nibble tables accept few other trigrams.
 //!
 //! Without AVX2 the same tables are read one byte at a time: slower, the same lines.
+//!
+//! Why not `aho-corasick`'s packed searcher, which the crate already has: it matches bytes
+//! exactly, and spelling out every case of the literals (`mem`, `MEM`, `Mem`, ... and 2^13
+//! for `press any key`) is far past the 64 patterns its Teddy takes.
 
 // The crate denies `unsafe`; this module's AVX2 loop is the exception (see `lib.rs`).
 #![allow(unsafe_code)]

@@ -709,18 +709,10 @@ mod tests {
     /// scan cleans them, and lines made to test the case folding.
     #[test]
     fn progress_words_never_rule_out_a_match() {
-        fn walk(dir: &std::path::Path, files: &mut Vec<std::path::PathBuf>) {
-            let Ok(entries) = std::fs::read_dir(dir) else {
-                return;
-            };
-            for p in entries.flatten().map(|e| e.path()) {
-                if p.is_dir() {
-                    walk(&p, files);
-                } else if p.extension().is_some_and(|x| x == "log" || x == "txt") {
-                    files.push(p);
-                }
-            }
-        }
+        let logs = crate::input::walk::Filter {
+            include: vec!["*.log".into(), "*.txt".into()],
+            exclude: Vec::new(),
+        };
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let mut files = Vec::new();
         for dir in [
@@ -729,7 +721,10 @@ mod tests {
             "tests/regressions",
             "../shared/eval/realworld",
         ] {
-            walk(&root.join(dir), &mut files);
+            // The real-world set is beside the project only where it is checked out.
+            if let Ok(w) = crate::input::walk::walk_filtered(&root.join(dir), &logs) {
+                files.extend(w.files);
+            }
         }
         let mut lines: Vec<String> = [
             "STEP 12 | LOSS 3.1",

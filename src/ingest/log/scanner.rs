@@ -394,7 +394,9 @@ fn gated_hit_lines(
     for g in gate_lines {
         let start = memchr::memrchr(b'\n', &hay[..g]).map_or(0, |i| i + 1);
         let end = memchr::memchr(b'\n', &hay[g..]).map_or(hay.len(), |i| g + i);
-        if !gate.marks_failure(&hay[start..end]) {
+        // `g` is the line's first literal, so no other starts before it: the failure check
+        // reads on from there, not from the line's start again.
+        if !gate.marks_failure(&hay[g..end]) {
             // A reading (or a gate word in a line no recogniser wants): the line alone.
             if start < limit {
                 stretches.push((start, end.min(limit)));

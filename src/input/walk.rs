@@ -248,6 +248,40 @@ pub fn threads() -> usize {
         .clamp(1, 8)
 }
 
+/// Runs `a` and `b` side by side when `side_by_side` and the process may use a second core
+/// (`a` on a thread of its own, `b` on this one), else one after the other here; returns
+/// both results. A thread that cannot be started (a process limit) is not an error: `a`
+/// then runs here. A panic in `a` is raised again on this thread.
+pub fn join<A: Send, B>(
+    side_by_side: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B,
+) -> (A, B) {
+    if !side_by_side || threads() < 2 {
+        return (a(), b());
+    }
+    // Where the thread is refused, `a` is still here to run.
+    let a = Mutex::new(Some(a));
+    std::thread::scope(|s| {
+        let spawned = std::thread::Builder::new().spawn_scoped(s, || {
+            let a = a.lock().ok().and_then(|mut a| a.take());
+            a.map(|a| a())
+        });
+        let rb = b();
+        let ra = spawned
+            .ok()
+            .and_then(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        let ra = match ra {
+            Some(ra) => ra,
+            None => {
+                let a = a.lock().unwrap_or_else(|e| e.into_inner()).take();
+                a.expect("`a` runs either on the thread or here")()
+            }
+        };
+        (ra, rb)
+    })
+}
+
 /// Applies `f` to every item on up to `threads` threads; results come back in item order.
 pub fn parallel_map<T: Sync, R: Send>(
     items: &[T],
@@ -357,6 +391,27 @@ mod tests {
         assert!(looks_binary(b"PK\x03\x04\x00\x00binary"));
         assert!(looks_binary(&[1, 2, 3, 4, 5, 6, 7, 8, 65, 66]));
         assert!(!looks_binary(b""));
+    }
+
+    #[test]
+    fn join_returns_both_results_and_raises_a_panic_of_the_thread() {
+        let data: Vec<u64> = (0..100_000).collect();
+        for side_by_side in [false, true] {
+            let (a, b) = join(
+                side_by_side,
+                || data.iter().sum::<u64>(),
+                || data.iter().rev().take(3).copied().collect::<Vec<_>>(),
+            );
+            assert_eq!(a, 4_999_950_000);
+            assert_eq!(b, vec![99_999, 99_998, 99_997]);
+        }
+        // `b` may borrow mutably: it runs on this thread.
+        let mut here = 0;
+        let (_, ()) = join(true, || 1, || here += 1);
+        assert_eq!(here, 1);
+        let raised = std::panic::catch_unwind(|| join(true, || panic!("in a"), || 2));
+        let message = raised.unwrap_err();
+        assert_eq!(message.downcast_ref::<&str>(), Some(&"in a"));
     }
 
     #[test]

@@ -906,11 +906,27 @@ fn final_map(snap: &Snapshot, segs: &[&Segment], moment: Moment) -> SegmentMap {
     bounded_map(moment, segments)
 }
 
+/// Traces shorter than this are analysed on one thread: the second thread's start would
+/// cost more than the overlap saves.
+pub(crate) const SIDE_BY_SIDE_ENTRIES: usize = 1 << 16;
+
 /// Analyses one device.
+///
+/// The trace statistics and the timeline's backward pass over the whole trace need nothing
+/// the rest computes, and
+/// at an OOM the moment to analyse is known before the timeline is (it is the OOM, not the
+/// peak): so on a large trace they run on a second thread while this one computes
+/// the segment statistics, pairs allocs with frees, and replays and attributes the state at
+/// the OOM. Only the leak detection waits for both. The classifier, which numbers call
+/// sites in the order they are first asked for, is used on this thread only and in the
+/// same order as on one thread (the OOM's site, the attribution, the leak), so the output
+/// does not depend on the threads. `side_by_side_from`: the trace length from which the
+/// second thread is used ([`SIDE_BY_SIDE_ENTRIES`]; tests vary it).
 pub(crate) fn analyze_device(
     snap: &Snapshot,
     device: u32,
     classifier: &mut Classifier<'_>,
+    side_by_side_from: usize,
 ) -> DeviceAnalysis {
     let segs: Vec<&Segment> = snap
         .segments
@@ -921,8 +937,6 @@ pub(crate) fn analyze_device(
         .traces
         .get(device as usize)
         .map_or(&[], |t| t.as_slice());
-    let seg_stats = segment_stats(snap, &segs);
-    let mut trace = trace_stats(entries);
     // Live blocks at any moment: the final ones plus at most every freed one.
     let final_live = segs
         .iter()
@@ -933,58 +947,126 @@ pub(crate) fn analyze_device(
                 .count()
         })
         .sum::<usize>();
-    let capacity = final_live + trace.free_completed as usize;
-
-    let (timeline, live_after, live_before_first, timeline_inconsistencies) =
-        timeline_pass(snap, &segs, entries, capacity);
-    let pairing = Pairing::new(entries);
-    trace.frees_without_alloc = pairing.frees_without_alloc;
-    trace.replay_inconsistencies = timeline_inconsistencies;
-    trace.starts_mid_history = pairing.frees_without_alloc > 0 || live_before_first > 0;
-
-    let mut ctx = DeviceCtx {
-        snap,
-        entries,
-        pairing,
-        classifier,
-        live_after,
-        live_before_first,
-    };
-
     // The OOM: the last `oom` entry.
     let oom_index = entries.iter().rposition(|e| e.action == Action::Oom);
-    let oom = oom_index.map(|i| {
-        let e = &entries[i];
-        let site = ctx
-            .classifier
-            .site(e.frames)
-            .and_then(|s| ctx.classifier.sites.get(s as usize).cloned());
-        let category = if e.frames.is_empty() {
-            None
-        } else {
-            ctx.classifier.category(e.frames)
-        };
-        OomEvent {
-            trace_index: i as u64,
-            requested_bytes: e.size,
-            device_free_bytes: snap.extra(e).and_then(|x| x.device_free),
-            stream: e.stream,
-            time_us: e.time(),
-            site,
-            category,
-            entries_after: (entries.len() - i - 1) as u64,
-            oom_count: trace.oom,
-        }
-    });
+
+    let ((mut trace, timeline_pass_out), (seg_stats, mut ctx, mut oom, at_oom)) =
+        crate::input::walk::join(
+            entries.len() >= side_by_side_from,
+            || {
+                let trace = trace_stats(entries);
+                let capacity = final_live + trace.free_completed as usize;
+                (trace, timeline_pass(snap, &segs, entries, capacity))
+            },
+            || {
+                let seg_stats = segment_stats(snap, &segs);
+                let mut ctx = DeviceCtx {
+                    snap,
+                    entries,
+                    pairing: Pairing::new(entries),
+                    classifier,
+                    // Filled in from the timeline once it is done; the OOM event and the
+                    // attribution do not read them.
+                    live_after: Vec::new(),
+                    live_before_first: 0,
+                };
+                let oom = oom_index.map(|i| oom_event(&mut ctx, i));
+                let at_oom = oom_index.map(|i| {
+                    state_at(
+                        &mut ctx,
+                        &segs,
+                        &seg_stats,
+                        final_live,
+                        Moment::Oom,
+                        Some(i),
+                    )
+                });
+                (seg_stats, ctx, oom, at_oom)
+            },
+        );
+    if let Some(oom) = &mut oom {
+        oom.oom_count = trace.oom;
+    }
+    let (timeline, live_after, live_before_first, timeline_inconsistencies) = timeline_pass_out;
+    ctx.live_after = live_after;
+    ctx.live_before_first = live_before_first;
+    trace.frees_without_alloc = ctx.pairing.frees_without_alloc;
+    trace.replay_inconsistencies = timeline_inconsistencies;
+    trace.starts_mid_history = ctx.pairing.frees_without_alloc > 0 || live_before_first > 0;
 
     // The moment to analyse: the OOM, else the peak, else the final state.
-    let (moment, target) = match oom_index {
-        Some(i) => (Moment::Oom, Some(i)),
-        None if !entries.is_empty() && timeline.peak_index < entries.len() as i64 - 1 => {
-            (Moment::Peak, usize::try_from(timeline.peak_index).ok())
-        }
-        None => (Moment::Final, None),
+    let at = at_oom.unwrap_or_else(|| {
+        let (moment, target) =
+            if !entries.is_empty() && timeline.peak_index < entries.len() as i64 - 1 {
+                (Moment::Peak, usize::try_from(timeline.peak_index).ok())
+            } else {
+                (Moment::Final, None)
+            };
+        state_at(&mut ctx, &segs, &seg_stats, final_live, moment, target)
+    });
+    trace.replay_inconsistencies = trace.replay_inconsistencies.max(at.inconsistencies);
+
+    let leak = leak::detect(&mut ctx, &snap.annotations);
+
+    DeviceAnalysis {
+        device,
+        segments: seg_stats,
+        trace,
+        oom,
+        state: at.state,
+        attribution: at.attribution,
+        timeline,
+        segment_map: at.segment_map,
+        leak,
+    }
+}
+
+/// The OOM event at entry `i`, its call site classified; `oom_count` is left for the
+/// caller (the trace statistics may be counted on another thread).
+fn oom_event(ctx: &mut DeviceCtx<'_, '_, '_>, i: usize) -> OomEvent {
+    let e = &ctx.entries[i];
+    let site = ctx
+        .classifier
+        .site(e.frames)
+        .and_then(|s| ctx.classifier.sites.get(s as usize).cloned());
+    let category = if e.frames.is_empty() {
+        None
+    } else {
+        ctx.classifier.category(e.frames)
     };
+    OomEvent {
+        trace_index: i as u64,
+        requested_bytes: e.size,
+        device_free_bytes: ctx.snap.extra(e).and_then(|x| x.device_free),
+        stream: e.stream,
+        time_us: e.time(),
+        site,
+        category,
+        entries_after: (ctx.entries.len() - i - 1) as u64,
+        oom_count: 0,
+    }
+}
+
+/// The device at the moment analysed: its state, what holds its live memory, its map.
+struct AtMoment {
+    state: StateAt,
+    attribution: Attribution,
+    segment_map: SegmentMap,
+    /// Entries the replay back to the moment could not undo consistently.
+    inconsistencies: u64,
+}
+
+/// Replays the trace back to `target` (the entry at `moment`; `None` with a peak: before
+/// the first entry) and attributes the live blocks there.
+fn state_at(
+    ctx: &mut DeviceCtx<'_, '_, '_>,
+    segs: &[&Segment],
+    seg_stats: &SegmentStats,
+    final_live: usize,
+    moment: Moment,
+    target: Option<usize>,
+) -> AtMoment {
+    let (snap, entries) = (ctx.snap, ctx.entries);
     // Entries after the target are undone; with no target inside the trace and a peak
     // before the first entry, everything is undone.
     let undo_from = match (moment, target) {
@@ -1000,7 +1082,7 @@ pub(crate) fn analyze_device(
     // Its live blocks are iterated below in address order (sites are numbered in that
     // order), so the spreading hash, which keeps a big replay of aligned addresses linear,
     // does not reach the output.
-    let mut r = Replayer::new(snap, &segs, true, replay_capacity, true);
+    let mut r = Replayer::new(snap, segs, true, replay_capacity, true);
     for i in (undo_from..entries.len()).rev() {
         r.undo(i, &entries[i]);
     }
@@ -1085,7 +1167,7 @@ pub(crate) fn analyze_device(
             private_pool_allocated_bytes: seg_stats.private_pool_allocated_bytes,
             unplaced_blocks: 0,
         };
-        (state, final_map(snap, &segs, moment))
+        (state, final_map(snap, segs, moment))
     } else {
         let ranges = r.ranges.take().unwrap_or_default();
         let (g, pieces) = gaps(&ranges, &live_list);
@@ -1138,20 +1220,11 @@ pub(crate) fn analyze_device(
             .collect();
         (state, bounded_map(moment, segments))
     };
-    trace.replay_inconsistencies = trace.replay_inconsistencies.max(r.inconsistencies);
-
-    let leak = leak::detect(&mut ctx, &snap.annotations);
-
-    DeviceAnalysis {
-        device,
-        segments: seg_stats,
-        trace,
-        oom,
+    AtMoment {
         state,
         attribution,
-        timeline,
         segment_map,
-        leak,
+        inconsistencies: r.inconsistencies,
     }
 }
 

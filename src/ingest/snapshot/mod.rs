@@ -251,11 +251,21 @@ pub fn check_whole(pickle: &Pickle<'_>, input: &InputName) -> Result<(), Snapsho
 
 /// Analyses an already decoded snapshot.
 pub fn analyze_snapshot(snap: &Snapshot, input: &InputName) -> SnapshotAnalysis {
+    analyze_snapshot_with(snap, input, analyze::SIDE_BY_SIDE_ENTRIES)
+}
+
+/// [`analyze_snapshot`], a device's passes run side by side on two threads from a trace of
+/// `side_by_side_from` entries (see `analyze::analyze_device`).
+fn analyze_snapshot_with(
+    snap: &Snapshot,
+    input: &InputName,
+    side_by_side_from: usize,
+) -> SnapshotAnalysis {
     let generation = generation::fingerprint(snap.layout, &snap.markers);
     let mut classifier = attribution::Classifier::new(&snap.frames);
     let devices = analyze::devices_of(snap)
         .into_iter()
-        .map(|d| analyze::analyze_device(snap, d, &mut classifier))
+        .map(|d| analyze::analyze_device(snap, d, &mut classifier, side_by_side_from))
         .collect();
     let host =
         (!snap.host_segments.is_empty() || !snap.host_traces.is_empty()).then(|| HostSummary {
@@ -683,6 +693,62 @@ pub fn category_fact(c: Category) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every bundled snapshot fixture and, where present, every real one: the analysis with
+    /// each device's passes side by side on two threads is the analysis on one.
+    #[test]
+    fn side_by_side_passes_analyse_as_one_thread_does() {
+        let mut files = Vec::new();
+        for dir in ["fixtures/snapshots", "../shared/eval/snapshots"] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+            let Ok(listing) = std::fs::read_dir(&dir) else {
+                eprintln!(
+                    "note: {} is absent; its snapshots are skipped",
+                    dir.display()
+                );
+                continue;
+            };
+            files.extend(
+                listing
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "pickle" || x == "pkl")),
+            );
+        }
+        files.sort();
+        let limits = PickleLimits::default();
+        let (mut traced, mut ooms, mut leaks, mut peaks) = (0, 0, 0, 0);
+        for path in &files {
+            let bytes = std::fs::read(path).unwrap();
+            let mut decoder = schema::StreamDecoder::new(&limits);
+            let Ok(pickle) = Pickle::parse_with(&bytes, &limits, Some(&mut decoder)) else {
+                continue;
+            };
+            let Ok(snap) = decoder.finish(&pickle) else {
+                continue;
+            };
+            let input: InputName = std::sync::Arc::from(path.display().to_string());
+            let one = analyze_snapshot_with(&snap, &input, usize::MAX);
+            let two = analyze_snapshot_with(&snap, &input, 0);
+            assert_eq!(
+                serde_json::to_string(&one).unwrap(),
+                serde_json::to_string(&two).unwrap(),
+                "{}",
+                path.display()
+            );
+            for d in one.devices() {
+                traced += usize::from(d.trace.entries > 0);
+                ooms += usize::from(d.oom.is_some());
+                leaks += usize::from(d.leak.is_some());
+                peaks += usize::from(d.oom.is_none() && d.trace.entries > 0);
+            }
+        }
+        // The comparison covered each path through the passes: an OOM, a peak, a leak.
+        assert!(
+            traced >= 10 && ooms >= 3 && leaks >= 2 && peaks >= 2,
+            "traced {traced}, OOMs {ooms}, leaks {leaks}, peaks {peaks}"
+        );
+    }
 
     #[test]
     fn facts_table_is_registered_and_complete() {

@@ -912,15 +912,15 @@ pub(crate) const SIDE_BY_SIDE_ENTRIES: usize = 1 << 16;
 
 /// Analyses one device.
 ///
-/// The trace statistics and the timeline's backward pass over the whole trace need nothing
-/// the rest computes, and
-/// at an OOM the moment to analyse is known before the timeline is (it is the OOM, not the
-/// peak): so on a large trace they run on a second thread while this one computes
-/// the segment statistics, pairs allocs with frees, and replays and attributes the state at
-/// the OOM. Only the leak detection waits for both. The classifier, which numbers call
-/// sites in the order they are first asked for, is used on this thread only and in the
-/// same order as on one thread (the OOM's site, the attribution, the leak), so the output
-/// does not depend on the threads. `side_by_side_from`: the trace length from which the
+/// At an OOM the moment to analyse is known before the timeline is (it is the OOM, not the
+/// peak), and the replay back to it, the trace statistics and the timeline's backward pass
+/// over the whole trace read nothing but the snapshot: so on a large trace they run on a
+/// second thread while this one computes the segment statistics, pairs allocs with frees,
+/// attributes the state the replay reached (handed over as soon as it is done) and finds
+/// the iterations the leak detection compares. Only the leak detection's last step waits
+/// for the timeline. The classifier, which numbers call sites in the order they are first
+/// asked for, is used on this thread only and in the same order as on one thread (the
+/// OOM's site, the attribution, the leak), so the output does not depend on the threads. `side_by_side_from`: the trace length from which the
 /// second thread is used ([`SIDE_BY_SIDE_ENTRIES`]; tests vary it).
 pub(crate) fn analyze_device(
     snap: &Snapshot,
@@ -949,11 +949,20 @@ pub(crate) fn analyze_device(
         .sum::<usize>();
     // The OOM: the last `oom` entry.
     let oom_index = entries.iter().rposition(|e| e.action == Action::Oom);
+    let replay_to_oom =
+        |i: usize| replay_to(snap, &segs, entries, final_live, Moment::Oom, Some(i));
 
-    let ((mut trace, timeline_pass_out), (seg_stats, mut ctx, mut oom, at_oom)) =
+    // The replay to the OOM goes first on the other thread and comes back here as soon as
+    // it is done; on one thread it is simply waiting in the channel.
+    let (replayed_to_oom, replay_here) = std::sync::mpsc::sync_channel::<Replay>(1);
+    let ((mut trace, timeline_pass_out), (seg_stats, mut ctx, mut oom, at_oom, iterations)) =
         crate::input::walk::join(
             entries.len() >= side_by_side_from,
             || {
+                if let Some(i) = oom_index {
+                    let _ = replayed_to_oom.send(replay_to_oom(i));
+                }
+                drop(replayed_to_oom);
                 let trace = trace_stats(entries);
                 let capacity = final_live + trace.free_completed as usize;
                 (trace, timeline_pass(snap, &segs, entries, capacity))
@@ -965,23 +974,18 @@ pub(crate) fn analyze_device(
                     entries,
                     pairing: Pairing::new(entries),
                     classifier,
-                    // Filled in from the timeline once it is done; the OOM event and the
-                    // attribution do not read them.
+                    // Filled in from the timeline once it is done; nothing before the leak
+                    // detection's last step reads them.
                     live_after: Vec::new(),
                     live_before_first: 0,
                 };
                 let oom = oom_index.map(|i| oom_event(&mut ctx, i));
                 let at_oom = oom_index.map(|i| {
-                    state_at(
-                        &mut ctx,
-                        &segs,
-                        &seg_stats,
-                        final_live,
-                        Moment::Oom,
-                        Some(i),
-                    )
+                    let replay = replay_here.recv().unwrap_or_else(|_| replay_to_oom(i));
+                    state_at(&mut ctx, &segs, &seg_stats, replay)
                 });
-                (seg_stats, ctx, oom, at_oom)
+                let iterations = leak::iteration_starts(&ctx, &snap.annotations);
+                (seg_stats, ctx, oom, at_oom, iterations)
             },
         );
     if let Some(oom) = &mut oom {
@@ -1002,11 +1006,12 @@ pub(crate) fn analyze_device(
             } else {
                 (Moment::Final, None)
             };
-        state_at(&mut ctx, &segs, &seg_stats, final_live, moment, target)
+        let replay = replay_to(snap, &segs, entries, final_live, moment, target);
+        state_at(&mut ctx, &segs, &seg_stats, replay)
     });
     trace.replay_inconsistencies = trace.replay_inconsistencies.max(at.inconsistencies);
 
-    let leak = leak::detect(&mut ctx, &snap.annotations);
+    let leak = leak::detect(&mut ctx, iterations);
 
     DeviceAnalysis {
         device,
@@ -1056,17 +1061,27 @@ struct AtMoment {
     inconsistencies: u64,
 }
 
+/// The device's blocks at a moment, found by undoing the trace back to it.
+struct Replay {
+    moment: Moment,
+    target: Option<usize>,
+    r: Replayer,
+    /// Entries undone.
+    replayed_entries: u64,
+    /// Whether any undone entry changed a block or a segment.
+    replayed: bool,
+}
+
 /// Replays the trace back to `target` (the entry at `moment`; `None` with a peak: before
-/// the first entry) and attributes the live blocks there.
-fn state_at(
-    ctx: &mut DeviceCtx<'_, '_, '_>,
+/// the first entry). Reads nothing but the snapshot, so it may run on another thread.
+fn replay_to(
+    snap: &Snapshot,
     segs: &[&Segment],
-    seg_stats: &SegmentStats,
+    entries: &[TraceEntry],
     final_live: usize,
     moment: Moment,
     target: Option<usize>,
-) -> AtMoment {
-    let (snap, entries) = (ctx.snap, ctx.entries);
+) -> Replay {
     // Entries after the target are undone; with no target inside the trace and a peak
     // before the first entry, everything is undone.
     let undo_from = match (moment, target) {
@@ -1079,14 +1094,13 @@ fn state_at(
             .iter()
             .filter(|e| e.action == Action::FreeCompleted)
             .count();
-    // Its live blocks are iterated below in address order (sites are numbered in that
-    // order), so the spreading hash, which keeps a big replay of aligned addresses linear,
-    // does not reach the output.
+    // Its live blocks are iterated in address order by `state_at` (sites are numbered in
+    // that order), so the spreading hash, which keeps a big replay of aligned addresses
+    // linear, does not reach the output.
     let mut r = Replayer::new(snap, segs, true, replay_capacity, true);
     for i in (undo_from..entries.len()).rev() {
         r.undo(i, &entries[i]);
     }
-    let replayed_entries = (entries.len() - undo_from) as u64;
     let replayed = entries[undo_from..].iter().any(|e| {
         matches!(
             e.action,
@@ -1098,6 +1112,30 @@ fn state_at(
                 | Action::SegmentUnmap
         )
     });
+    Replay {
+        moment,
+        target,
+        r,
+        replayed_entries: (entries.len() - undo_from) as u64,
+        replayed,
+    }
+}
+
+/// The state at the moment `replay` reached, and the attribution of its live blocks.
+fn state_at(
+    ctx: &mut DeviceCtx<'_, '_, '_>,
+    segs: &[&Segment],
+    seg_stats: &SegmentStats,
+    replay: Replay,
+) -> AtMoment {
+    let (snap, entries) = (ctx.snap, ctx.entries);
+    let Replay {
+        moment,
+        target,
+        mut r,
+        replayed_entries,
+        replayed,
+    } = replay;
 
     // Attribution over the live blocks at the moment.
     let mut cat_bytes = [0u64; 8];

@@ -73,6 +73,25 @@ fn annotation_boundaries(
     ctx: &DeviceCtx<'_, '_, '_>,
     annotations: &[Annotation],
 ) -> Option<(LeakMethod, Vec<usize>)> {
+    let families: [(&str, LeakMethod); 3] = [
+        ("ProfilerStep#", LeakMethod::ProfilerSteps),
+        ("Optimizer.step#", LeakMethod::OptimizerSteps),
+        ("Optimizer.zero_grad#", LeakMethod::OptimizerSteps),
+    ];
+    let is_start = |a: &Annotation, prefix: &str| {
+        a.name.starts_with(prefix) && a.stage.eq_ignore_ascii_case("START")
+    };
+    // No family with enough starts: the trace's timestamps need no look (two passes over
+    // a trace that may hold millions of entries).
+    if !families.iter().any(|(prefix, _)| {
+        annotations
+            .iter()
+            .filter(|a| is_start(a, prefix))
+            .nth(MIN_ITERATIONS - 1)
+            .is_some()
+    }) {
+        return None;
+    }
     let entries = ctx.entries;
     if entries.is_empty() || entries.iter().any(|e| e.time().is_none()) {
         return None;
@@ -80,15 +99,10 @@ fn annotation_boundaries(
     if !entries.windows(2).all(|w| w[0].time_us <= w[1].time_us) {
         return None;
     }
-    let families: [(&str, LeakMethod); 3] = [
-        ("ProfilerStep#", LeakMethod::ProfilerSteps),
-        ("Optimizer.step#", LeakMethod::OptimizerSteps),
-        ("Optimizer.zero_grad#", LeakMethod::OptimizerSteps),
-    ];
     for (prefix, method) in families {
         let mut times: Vec<i64> = annotations
             .iter()
-            .filter(|a| a.name.starts_with(prefix) && a.stage.eq_ignore_ascii_case("START"))
+            .filter(|a| is_start(a, prefix))
             .map(|a| a.time_us)
             .collect();
         if times.len() < MIN_ITERATIONS {
@@ -110,7 +124,7 @@ fn annotation_boundaries(
 }
 
 /// Iteration starts from the repeating outermost varying user frame.
-fn call_site_boundaries(ctx: &mut DeviceCtx<'_, '_, '_>) -> Option<Vec<usize>> {
+fn call_site_boundaries(ctx: &DeviceCtx<'_, '_, '_>) -> Option<Vec<usize>> {
     // Each distinct list's user frames are looked up once and laid out flat; an alloc
     // keeps where its list's frames are, so the walk per depth below reads one number per
     // alloc instead of a hash lookup and a pointer chase.
@@ -191,16 +205,27 @@ fn slope(ys: &[u64]) -> f64 {
     if den == 0.0 { 0.0 } else { num / den }
 }
 
-/// Looks for a leak on one device.
-pub(crate) fn detect(ctx: &mut DeviceCtx<'_, '_, '_>, annotations: &[Annotation]) -> Option<Leak> {
-    let entries = ctx.entries;
-    if entries.is_empty() {
+/// Where a device's iterations start, and how that was found (the first step of the
+/// detection). It reads the trace and the frames but neither the classifier's site
+/// numbering nor the live bytes, so it may run before the timeline is done.
+pub(crate) fn iteration_starts(
+    ctx: &DeviceCtx<'_, '_, '_>,
+    annotations: &[Annotation],
+) -> Option<(LeakMethod, Vec<usize>)> {
+    if ctx.entries.is_empty() {
         return None;
     }
-    let (method, starts) = match annotation_boundaries(ctx, annotations) {
-        Some(found) => found,
-        None => (LeakMethod::RepeatedCallSites, call_site_boundaries(ctx)?),
-    };
+    annotation_boundaries(ctx, annotations)
+        .or_else(|| call_site_boundaries(ctx).map(|starts| (LeakMethod::RepeatedCallSites, starts)))
+}
+
+/// Looks for a leak on one device, its iterations found by [`iteration_starts`].
+pub(crate) fn detect(
+    ctx: &mut DeviceCtx<'_, '_, '_>,
+    iterations: Option<(LeakMethod, Vec<usize>)>,
+) -> Option<Leak> {
+    let entries = ctx.entries;
+    let (method, starts) = iterations?;
     let iterations = starts.len();
     if iterations < MIN_ITERATIONS {
         return None;

@@ -15,7 +15,7 @@ use std::time::Instant;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::facts::units::format_bytes;
 use oomdoctor::ingest::snapshot::pickle::{Pickle, PickleLimits};
-use oomdoctor::ingest::snapshot::{read_snapshot, read_snapshot_from};
+use oomdoctor::ingest::snapshot::{read_snapshot, read_snapshot_ahead, read_snapshot_from};
 
 fn main() -> miette::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -29,14 +29,19 @@ fn main() -> miette::Result<()> {
     }
     let t0 = Instant::now();
     let input: InputName = Arc::from(path.as_str());
-    // As the app reads it: streamed from the file through the pickle reader's buffer,
-    // never held whole (`--whole` reads it into memory first, as before issue 15).
+    // As the app reads it: streamed from the file in blocks read ahead on a second thread,
+    // never held whole (`--no-read-ahead` reads it on this thread through the pickle
+    // reader's buffer; `--whole` reads it into memory first, as before issue 15).
     let analysis = if mode == "--whole" {
         let bytes = std::fs::read(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
         read_snapshot(&bytes, &input, &PickleLimits::default())?
     } else {
         let file = std::fs::File::open(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
-        read_snapshot_from(file, &input, &PickleLimits::default())?
+        if mode == "--no-read-ahead" {
+            read_snapshot_from(file, &input, &PickleLimits::default())?
+        } else {
+            read_snapshot_ahead(file, &input, &PickleLimits::default())?
+        }
     };
     let t_total = t0.elapsed();
 

@@ -84,7 +84,8 @@ fn main() -> ExitCode {
         // A pipe is drained on a thread of its own, so its writer never waits for the scan.
         stdin: Some(
             if stdin_is_tty || !oomdoctor::input::read_ahead_worthwhile() {
-                Box::new(stdin.lock())
+                // Unlocked (a lock per read): a snapshot's reader may move it to a thread.
+                Box::new(stdin)
             } else {
                 oomdoctor::input::widen_pipe(std::io::stdin());
                 Box::new(oomdoctor::input::ReadAhead::new(std::io::stdin()))

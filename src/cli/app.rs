@@ -25,7 +25,7 @@ use super::explain::{did_you_mean, explain, explain_topics, list_facts, list_rul
 
 /// The process's streams, replaceable in tests.
 pub struct Io<'a> {
-    pub stdin: Option<Box<dyn Read>>,
+    pub stdin: Option<Box<dyn Read + Send>>,
     pub stdin_is_tty: bool,
     pub stdout: &'a mut dyn Write,
     pub stdout_is_tty: bool,

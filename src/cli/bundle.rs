@@ -66,7 +66,7 @@ pub(crate) fn bundle_command(args: &BundleArgs, io: &mut Io<'_>) -> Exit {
                 name: name.clone(),
                 open: Box::new(move || {
                     input::open(&path, Box::new(io::empty()), "", Some(InputKind::Log))
-                        .map(|o| o.reader)
+                        .map(|o| -> Box<dyn io::Read> { o.reader })
                         .map_err(|e| io::Error::other(e.to_string()))
                 }),
             }

@@ -156,23 +156,26 @@ impl Drop for ReadingGuard {
     }
 }
 
-/// Counts the bytes a snapshot's reader pulls (for the report and the progress bar).
-struct CountingReader<'a, R: ?Sized> {
-    inner: &'a mut R,
-    n: u64,
-    bar: Option<&'a indicatif::ProgressBar>,
+/// Counts the bytes a snapshot's reader pulls (for the report and the progress bar); the
+/// reading may happen on another thread (see `read_snapshot_ahead`).
+struct CountingReader<R> {
+    inner: R,
+    n: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    bar: Option<indicatif::ProgressBar>,
 }
 
-impl<R: io::Read + ?Sized> io::Read for CountingReader<'_, R> {
+impl<R: io::Read> io::Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let k = self.inner.read(buf)?;
-        let before = self.n;
-        self.n += k as u64;
-        READING_AT.store(self.n, std::sync::atomic::Ordering::Relaxed);
-        if let Some(b) = self.bar {
+        let before = self
+            .n
+            .fetch_add(k as u64, std::sync::atomic::Ordering::Relaxed);
+        let now = before + k as u64;
+        READING_AT.store(now, std::sync::atomic::Ordering::Relaxed);
+        if let Some(b) = &self.bar {
             // Redraw at most every 4 MiB.
-            if before >> 22 != self.n >> 22 {
-                b.set_position(self.n);
+            if before >> 22 != now >> 22 {
+                b.set_position(now);
             }
         }
         Ok(k)
@@ -210,7 +213,7 @@ fn snapshot_input(
             flag: "--max-pickle-bytes",
         });
     }
-    let mut reader = opened.reader;
+    let reader = opened.reader;
     // A progress bar only on a terminal and only when reading takes noticeable time.
     let bar = (opts.progress && size_hint.is_some_and(|s| s > (64 << 20))).then(|| {
         let bar = indicatif::ProgressBar::with_draw_target(
@@ -227,23 +230,25 @@ fn snapshot_input(
         bar.set_message(format!("reading {name}"));
         bar
     });
-    // The pickle reader pulls the file (or the gzip decoder) through a bounded buffer and
-    // counts decompressed bytes against `--max-pickle-bytes` as they arrive: a small gzip
-    // that expands to gigabytes (a PROTO header, then 4 GB of zeros) stops at its first
-    // byte that is not a pickle, having buffered one chunk.
+    // The pickle reader pulls the file (or the gzip decoder) through bounded blocks, read
+    // ahead on a second thread, and counts decompressed bytes against `--max-pickle-bytes`
+    // as they arrive: a small gzip that expands to gigabytes (a PROTO header, then 4 GB of
+    // zeros) stops at its first byte that is not a pickle, having decompressed at most the
+    // few blocks read ahead (8 MiB).
     READING_AT.store(0, std::sync::atomic::Ordering::Relaxed);
     if let Ok(mut g) = READING_NAME.lock() {
         *g = Some(name.clone());
     }
     let _reading = ReadingGuard;
-    let mut counted = CountingReader {
-        inner: &mut reader,
-        n: 0,
-        bar: bar.as_ref(),
+    let pulled = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = CountingReader {
+        inner: reader,
+        n: pulled.clone(),
+        bar: bar.clone(),
     };
     let analysis =
-        crate::ingest::snapshot::read_snapshot_from(&mut counted, &name, &opts.pickle_limits);
-    let bytes_read = counted.n;
+        crate::ingest::snapshot::read_snapshot_ahead(counted, &name, &opts.pickle_limits);
+    let bytes_read = pulled.load(std::sync::atomic::Ordering::Relaxed);
     let analysis = analysis.map_err(|e| match e {
         // More decompressed bytes than the limit: say which flag raises it.
         crate::ingest::snapshot::SnapshotError::Pickle {
@@ -487,7 +492,7 @@ fn analyze_kind(
     }
 }
 
-fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read>>) -> Read1 {
+fn read_item(item: &Item, opts: &DiagnoseOptions, stdin: Option<Box<dyn Read + Send>>) -> Read1 {
     let opened = match item {
         Item::Stdin => match stdin {
             Some(r) => input::open("-", r, &opts.stdin_name, opts.input_kind),
@@ -608,7 +613,7 @@ pub fn analyze(
     specs: &[String],
     rules: &RuleSet,
     opts: &DiagnoseOptions,
-    mut stdin: Option<Box<dyn Read>>,
+    mut stdin: Option<Box<dyn Read + Send>>,
 ) -> Analysis {
     let mut diagnosis = Diagnosis::new();
     let mut errors = Vec::new();
@@ -780,7 +785,7 @@ pub fn diagnose_inputs(
     specs: &[String],
     rules: &RuleSet,
     opts: &DiagnoseOptions,
-    stdin: Option<Box<dyn Read>>,
+    stdin: Option<Box<dyn Read + Send>>,
 ) -> (Diagnosis, Vec<InputError>) {
     let a = analyze(specs, rules, opts, stdin);
     (a.diagnosis, a.errors)

@@ -192,7 +192,7 @@ pub struct Opened {
     pub compressed: bool,
     /// The first bytes (already decompressed/transcoded), which `reader` yields again.
     pub head: Vec<u8>,
-    pub reader: Box<dyn Read>,
+    pub reader: Box<dyn Read + Send>,
     /// Bytes pulled through `reader` so far (for error offsets and reports).
     pub counter: Arc<std::sync::atomic::AtomicU64>,
     /// Set when a gzip input stopped decoding before its end (see [`StopAtCut`]); the
@@ -243,11 +243,11 @@ fn read_head(r: &mut dyn Read, n: usize) -> io::Result<Vec<u8>> {
 /// Opens `spec` (a path or `-`). `stdin_name` names standard input in reports.
 pub fn open(
     spec: &str,
-    stdin: Box<dyn Read>,
+    stdin: Box<dyn Read + Send>,
     stdin_name: &str,
     forced: Option<InputKind>,
 ) -> Result<Opened, InputError> {
-    let (name, raw): (String, Box<dyn Read>) = if spec == "-" {
+    let (name, raw): (String, Box<dyn Read + Send>) = if spec == "-" {
         (stdin_name.to_string(), stdin)
     } else {
         let path = Path::new(spec);
@@ -272,7 +272,7 @@ pub fn open(
         // FIFO (`<(kubectl logs ...)`) is a pipe: read ahead, widened, like standard input.
         let len = meta.as_ref().map_or(0, |m| m.len());
         let is_file = meta.as_ref().is_none_or(|m| m.is_file());
-        let reader: Box<dyn Read> = if !is_file && readahead::worthwhile() {
+        let reader: Box<dyn Read + Send> = if !is_file && readahead::worthwhile() {
             readahead::widen_pipe(&f);
             Box::new(ReadAhead::new(f))
         } else {
@@ -296,15 +296,15 @@ pub fn open(
 /// Opens an already-open reader.
 pub fn open_reader(
     name: &str,
-    mut raw: Box<dyn Read>,
+    mut raw: Box<dyn Read + Send>,
     forced: Option<InputKind>,
 ) -> Result<Opened, InputError> {
     let first = read_head(&mut raw, 2).map_err(|e| InputError::from_io(name, e, false, 0))?;
     let compressed = first.starts_with(&[0x1f, 0x8b]);
-    let joined: Box<dyn Read> = Box::new(Cursor::new(first).chain(raw));
+    let joined: Box<dyn Read + Send> = Box::new(Cursor::new(first).chain(raw));
     let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let cut = Arc::new(std::sync::Mutex::new(None));
-    let mut reader: Box<dyn Read> = if compressed {
+    let mut reader: Box<dyn Read + Send> = if compressed {
         Box::new(Counting {
             inner: StopAtCut {
                 inner: flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, joined)),
@@ -338,7 +338,7 @@ pub fn open_reader(
         });
     }
     let kind = forced.unwrap_or_else(|| sniff(&head));
-    let reader: Box<dyn Read> = Box::new(Cursor::new(head.clone()).chain(reader));
+    let reader: Box<dyn Read + Send> = Box::new(Cursor::new(head.clone()).chain(reader));
     Ok(Opened {
         name: Arc::from(name),
         kind,
@@ -438,7 +438,7 @@ fn utf16_order(head: &[u8]) -> Option<bool> {
 
 /// Streams UTF-16 (either byte order) as UTF-8. Unpaired surrogates become U+FFFD.
 struct Utf16ToUtf8 {
-    inner: Box<dyn Read>,
+    inner: Box<dyn Read + Send>,
     big_endian: bool,
     pending: Vec<u8>,
     out: Vec<u8>,
@@ -448,7 +448,7 @@ struct Utf16ToUtf8 {
 }
 
 impl Utf16ToUtf8 {
-    fn new(inner: Box<dyn Read>, big_endian: bool) -> Self {
+    fn new(inner: Box<dyn Read + Send>, big_endian: bool) -> Self {
         Utf16ToUtf8 {
             inner,
             big_endian,
@@ -518,7 +518,7 @@ impl Read for Utf16ToUtf8 {
 }
 
 /// A reader that is also buffered, for parsers that want lines.
-pub fn buffered(r: Box<dyn Read>) -> Box<dyn BufRead> {
+pub fn buffered(r: Box<dyn Read + Send>) -> Box<dyn BufRead> {
     Box::new(BufReader::with_capacity(1 << 20, r))
 }
 

@@ -18,6 +18,9 @@ use std::sync::{Arc, Mutex};
 
 /// Bytes a block holds.
 const BLOCK: usize = 1 << 20;
+/// Bytes left free in front of each block's data, for a [`BlockFeed`] reader to put the
+/// unread end of the block before (see `pickle::BlockFeed`).
+const HEADROOM: usize = 64 << 10;
 /// Blocks filled ahead of the reader.
 const DEPTH: usize = 6;
 
@@ -35,6 +38,9 @@ pub struct ReadAhead<R> {
     block: Vec<u8>,
     at: usize,
     done: bool,
+    /// An error met after the bytes of the block just handed out (no thread: blocks read
+    /// here), raised on the next request.
+    pending_error: Option<io::Error>,
 }
 
 /// Whether reading ahead can pay: the process may run on a second core (affinity and
@@ -70,6 +76,7 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
             block: Vec::new(),
             at: 0,
             done: false,
+            pending_error: None,
         }
     }
 
@@ -85,10 +92,15 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
                     return;
                 };
                 loop {
-                    let mut block = from_reader.try_recv().unwrap_or_default();
-                    block.resize(BLOCK, 0);
-                    let (n, error) = fill(&mut source, &mut block);
-                    block.truncate(n);
+                    // A block handed back after holding a long value is not kept.
+                    let mut block = from_reader
+                        .try_recv()
+                        .ok()
+                        .filter(|b| b.capacity() <= 2 * (HEADROOM + BLOCK))
+                        .unwrap_or_default();
+                    block.resize(HEADROOM + BLOCK, 0);
+                    let (n, error) = fill(&mut source, &mut block[HEADROOM..]);
+                    block.truncate(HEADROOM + n);
                     // A send fails when the reader is gone (it stopped early): so is the need
                     // for more.
                     if n > 0 && to_reader.send(Ok(block)).is_err() {
@@ -110,6 +122,70 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
             self.filled = Some(filled);
             self.spent = Some(spent);
         }
+    }
+}
+
+impl<R: Read + Send + 'static> ReadAhead<R> {
+    /// The next filled block (data after `HEADROOM`), `None` at the end.
+    fn next_filled(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let Some(rx) = &self.filled else {
+            return Ok(None);
+        };
+        match rx.recv() {
+            Ok(Ok(block)) if block.len() > HEADROOM => Ok(Some(block)),
+            Ok(Ok(_)) | Err(_) => Ok(None),
+            Ok(Err(e)) => Err(e),
+        }
+    }
+}
+
+impl<R: Read + Send + 'static> crate::ingest::snapshot::pickle::BlockFeed for ReadAhead<R> {
+    fn headroom(&self) -> usize {
+        HEADROOM
+    }
+
+    fn next_block(&mut self, spent: Option<Vec<u8>>) -> io::Result<Option<Vec<u8>>> {
+        if let Some(e) = self.pending_error.take() {
+            return Err(e);
+        }
+        if self.done {
+            return Ok(None);
+        }
+        if !self.started {
+            self.started = true;
+            self.start();
+        }
+        if let (Some(tx), Some(block)) = (&self.spent, spent) {
+            let _ = tx.try_send(block);
+        }
+        if self.filled.is_none() {
+            // No thread: a block is read here.
+            let mut source = self
+                .source
+                .lock()
+                .map_err(|_| io::Error::other("poisoned"))?;
+            let Some(source) = source.as_mut() else {
+                return Ok(None);
+            };
+            let mut block = vec![0; HEADROOM + BLOCK];
+            let (n, error) = fill(source, &mut block[HEADROOM..]);
+            if n == 0 {
+                self.done = true;
+                return error.map_or(Ok(None), Err);
+            }
+            block.truncate(HEADROOM + n);
+            // An error after some bytes is raised on the next call.
+            if let Some(e) = error {
+                self.done = true;
+                self.pending_error = Some(e);
+            }
+            return Ok(Some(block));
+        }
+        let next = self.next_filled();
+        if !matches!(next, Ok(Some(_))) {
+            self.done = true;
+        }
+        next
     }
 }
 
@@ -148,18 +224,13 @@ impl<R: Read + Send + 'static> Read for ReadAhead<R> {
                 None => Ok(0),
             };
         }
-        if self.at == self.block.len() {
-            let Some(next) = self.filled.as_ref().and_then(|rx| rx.recv().ok()) else {
+        if self.at >= self.block.len() {
+            let Some(next) = self.next_filled()? else {
                 self.done = true;
                 return Ok(0);
             };
-            let next = next?;
             let spent = std::mem::replace(&mut self.block, next);
-            self.at = 0;
-            if self.block.is_empty() {
-                self.done = true;
-                return Ok(0);
-            }
+            self.at = HEADROOM;
             if let Some(tx) = &self.spent {
                 let _ = tx.try_send(spent);
             }
@@ -250,6 +321,47 @@ mod tests {
         };
         assert_eq!(got.len(), BLOCK + 100);
         assert_eq!(err.to_string(), "disk gone");
+    }
+
+    /// Takes every block through [`BlockFeed`] (handing each back), as the snapshot reader
+    /// does: the data after the headroom, and the error that stopped it.
+    fn take_blocks<R: Read + Send + 'static>(r: &mut ReadAhead<R>) -> (Vec<u8>, Option<io::Error>) {
+        use crate::ingest::snapshot::pickle::BlockFeed;
+        let mut got = Vec::new();
+        let mut spent = None;
+        loop {
+            match r.next_block(spent.take()) {
+                Ok(Some(block)) => {
+                    assert!(block.len() > r.headroom());
+                    got.extend_from_slice(&block[r.headroom()..]);
+                    spent = Some(block);
+                }
+                Ok(None) => return (got, None),
+                Err(e) => return (got, Some(e)),
+            }
+        }
+    }
+
+    #[test]
+    fn blocks_hold_every_byte_after_their_headroom() {
+        use crate::ingest::snapshot::pickle::BlockFeed;
+        for len in [0, 1, BLOCK - 1, BLOCK, 3 * BLOCK + 12_345] {
+            let (src, after_end) = source(len, false);
+            let want = src.data.clone();
+            let mut r = ReadAhead::new(src);
+            let (got, error) = take_blocks(&mut r);
+            assert!(error.is_none());
+            assert!(got == want, "bytes differ at length {len}");
+            assert!(
+                r.next_block(None).unwrap().is_none(),
+                "the end stays the end"
+            );
+            assert_eq!(*after_end.lock().unwrap(), 1, "length {len}");
+        }
+        let (src, _) = source(BLOCK + 100, true);
+        let (got, error) = take_blocks(&mut ReadAhead::new(src));
+        assert_eq!(got.len(), BLOCK + 100);
+        assert_eq!(error.unwrap().to_string(), "disk gone");
     }
 
     #[test]

@@ -9,8 +9,12 @@ use std::sync::Arc;
 
 use crate::common;
 use oomdoctor::facts::evidence::InputName;
-use oomdoctor::ingest::snapshot::pickle::{Handle, Pickle, PickleError, PickleLimits, Value};
-use oomdoctor::ingest::snapshot::{SnapshotError, read_snapshot, read_snapshot_from, schema};
+use oomdoctor::ingest::snapshot::pickle::{
+    BlockFeed, Handle, Pickle, PickleError, PickleLimits, Value,
+};
+use oomdoctor::ingest::snapshot::{
+    SnapshotError, read_snapshot, read_snapshot_ahead, read_snapshot_from, schema,
+};
 
 /// Hands out the input in pieces: sizes cycle through `sizes` (a size of 1 is the worst case).
 struct Pieces<'a> {
@@ -41,6 +45,49 @@ impl Read for Pieces<'_> {
         self.data = &self.data[n..];
         self.pulled += n as u64;
         Ok(n)
+    }
+}
+
+/// Hands out the input in blocks, as `input::ReadAhead` does: sizes cycle through `sizes`,
+/// each block's data after `headroom` bytes of junk (which the reader may overwrite with
+/// the unread end of the block before, and must never read as input).
+struct Blocks<'a> {
+    data: &'a [u8],
+    sizes: &'a [usize],
+    headroom: usize,
+    i: usize,
+    /// Blocks handed back for reuse.
+    returned: usize,
+}
+
+impl<'a> Blocks<'a> {
+    fn new(data: &'a [u8], sizes: &'a [usize], headroom: usize) -> Self {
+        Blocks {
+            data,
+            sizes,
+            headroom,
+            i: 0,
+            returned: 0,
+        }
+    }
+}
+
+impl BlockFeed for Blocks<'_> {
+    fn headroom(&self) -> usize {
+        self.headroom
+    }
+
+    fn next_block(&mut self, spent: Option<Vec<u8>>) -> std::io::Result<Option<Vec<u8>>> {
+        self.returned += usize::from(spent.is_some());
+        if self.data.is_empty() {
+            return Ok(None);
+        }
+        let n = self.sizes[self.i % self.sizes.len()].min(self.data.len());
+        self.i += 1;
+        let mut block = vec![0xAA; self.headroom];
+        block.extend_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(Some(block))
     }
 }
 
@@ -185,6 +232,49 @@ fn real_snapshots_parse_the_same_one_byte_at_a_time() {
 }
 
 #[test]
+fn every_opcode_parses_the_same_from_blocks_of_every_size() {
+    let data = every_opcode();
+    let limits = PickleLimits::default();
+    let expected = dump(&Pickle::parse(&data, &limits).unwrap());
+    // Headroom 0: every cut value is joined by appending; 3: short tails go in front of
+    // the next block, long ones (a string across the edge) are appended; 64: all in front.
+    for headroom in [0, 1, 3, 64] {
+        for k in 1..=data.len() {
+            let sizes = [k, 1, usize::MAX];
+            let mut feed = Blocks::new(&data, &sizes, headroom);
+            let p = Pickle::from_blocks(&mut feed, &limits).unwrap();
+            assert_eq!(dump(&p), expected, "headroom {headroom}, first block {k}");
+            assert_eq!(p.input_len(), data.len());
+            assert!(!p.input_len_is_lower_bound());
+        }
+        let mut feed = Blocks::new(&data, &[1], headroom);
+        let p = Pickle::from_blocks(&mut feed, &limits).unwrap();
+        assert_eq!(dump(&p), expected, "headroom {headroom}, one byte a block");
+        assert!(feed.returned > 0, "spent blocks are handed back");
+    }
+}
+
+#[test]
+fn real_snapshots_analyse_the_same_from_blocks_and_read_ahead() {
+    let limits = PickleLimits::default();
+    for (path, bytes) in &real_snapshots() {
+        let whole = Pickle::parse(bytes, &limits).unwrap();
+        let mut feed = Blocks::new(bytes, &[1, 7, 4093, 65537], 5);
+        let blocks = Pickle::from_blocks(&mut feed, &limits).unwrap();
+        assert_eq!(dump(&blocks), dump(&whole), "{path}");
+        // The whole analysis, as the app reads a file (1 MiB blocks on a second thread).
+        let a = read_snapshot(bytes, &name(path), &limits).unwrap();
+        let b =
+            read_snapshot_ahead(std::io::Cursor::new(bytes.clone()), &name(path), &limits).unwrap();
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap(),
+            "{path}"
+        );
+    }
+}
+
+#[test]
 fn truncation_anywhere_names_the_byte_offset() {
     let limits = PickleLimits::default();
     let mut cases = vec![("every_opcode".to_string(), every_opcode())];
@@ -196,6 +286,7 @@ fn truncation_anywhere_names_the_byte_offset() {
             for result in [
                 Pickle::parse(part, &limits).map(|_| ()),
                 Pickle::from_reader(Pieces::new(part, &[1, 300]), &limits).map(|_| ()),
+                Pickle::from_blocks(&mut Blocks::new(part, &[1, 300], 2), &limits).map(|_| ()),
             ] {
                 match result {
                     Err(PickleError::Truncated { offset, .. }) => {

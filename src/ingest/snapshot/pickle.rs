@@ -463,7 +463,8 @@ impl<'a> Pickle<'a> {
             });
         }
         let mut reader = input;
-        let mut pickle = Pickle::run_machine(&mut reader, limits, Some(input.len()), sink)?;
+        let mut pickle =
+            Pickle::run_machine(Feed::Read(&mut reader), limits, Some(input.len()), sink)?;
         pickle.input_len = input.len();
         pickle.input_len_lower_bound = false;
         Ok(pickle)
@@ -482,7 +483,7 @@ impl<'a> Pickle<'a> {
         mut reader: R,
         limits: &PickleLimits,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(&mut reader, limits, None, None)
+        Pickle::run_machine(Feed::Read(&mut reader), limits, None, None)
     }
 
     /// [`Pickle::from_reader`], handing the elements of the lists `sink` takes to it as they
@@ -492,17 +493,36 @@ impl<'a> Pickle<'a> {
         limits: &PickleLimits,
         sink: &mut dyn ListSink,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(&mut reader, limits, None, Some(sink))
+        Pickle::run_machine(Feed::Read(&mut reader), limits, None, Some(sink))
+    }
+
+    /// [`Pickle::from_reader`], the input taken in whole blocks from `feed` (filled on
+    /// another thread) instead of read into the reader's own buffer.
+    pub fn from_blocks(
+        feed: &mut dyn BlockFeed,
+        limits: &PickleLimits,
+    ) -> Result<Pickle<'static>, PickleError> {
+        Pickle::run_machine(Feed::Blocks(feed), limits, None, None)
+    }
+
+    /// [`Pickle::from_reader_with`], the input taken in whole blocks from `feed` (filled
+    /// on another thread) instead of read into the reader's own buffer.
+    pub fn from_blocks_with(
+        feed: &mut dyn BlockFeed,
+        limits: &PickleLimits,
+        sink: &mut dyn ListSink,
+    ) -> Result<Pickle<'static>, PickleError> {
+        Pickle::run_machine(Feed::Blocks(feed), limits, None, Some(sink))
     }
 
     fn run_machine<'x>(
-        reader: &mut dyn std::io::Read,
+        feed: Feed<'_>,
         limits: &PickleLimits,
         size_hint: Option<usize>,
         sink: Option<&mut dyn ListSink>,
     ) -> Result<Pickle<'x>, PickleError> {
         let streaming = sink.is_some();
-        let mut vm = Machine::new(reader, limits, sink);
+        let mut vm = Machine::new(feed, limits, sink);
         if let Some(n) = size_hint.filter(|_| !streaming) {
             // Snapshots hold about one element handle per 6 input bytes and one memoised
             // object per 70: reserving that much up front saves the copies of repeated
@@ -994,11 +1014,35 @@ enum SourceError {
     Io(String),
 }
 
+/// Input in whole blocks filled on another thread (`input::ReadAhead`): the reader takes
+/// each block as its buffer instead of copying it out, so reading the input costs the
+/// parsing thread a hand-over per block, not a copy of every byte.
+pub trait BlockFeed {
+    /// Bytes left free at the front of every block, where the reader puts the unread end
+    /// of the block before (an opcode or a string cut by the block's edge).
+    fn headroom(&self) -> usize;
+    /// The next block, its input at `[headroom..]`; `None` once the input ended. `spent`
+    /// is a block the reader is done with, for reuse.
+    fn next_block(&mut self, spent: Option<Vec<u8>>) -> std::io::Result<Option<Vec<u8>>>;
+}
+
+/// Where a [`Source`] gets its bytes.
+enum Feed<'r> {
+    /// Read into the source's own buffer.
+    Read(&'r mut dyn std::io::Read),
+    /// Taken block by block (see [`BlockFeed`]).
+    Blocks(&'r mut dyn BlockFeed),
+}
+
 /// The input as a stream through a bounded buffer: `buf[pos..filled]` are read but not
-/// yet consumed, `base` is the input offset of `buf[0]`. The buffer holds one chunk, or one
-/// value's payload when that is longer (bounded by the string limit, checked first).
+/// yet consumed, `base` is the input offset of `buf[0]` (modulo 2^64: a block's headroom
+/// may put `buf[0]` before the input's first byte). The buffer holds one chunk (or one
+/// block), or one value's payload when that is longer (bounded by the string limit,
+/// checked first).
 struct Source<'r> {
-    reader: &'r mut dyn std::io::Read,
+    feed: Feed<'r>,
+    /// A block done with, to hand back to a [`BlockFeed`].
+    spare: Option<Vec<u8>>,
     buf: Vec<u8>,
     pos: usize,
     filled: usize,
@@ -1011,12 +1055,12 @@ impl Source<'_> {
     /// Input offset of the next unread byte.
     #[inline]
     fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        self.base.wrapping_add(self.pos as u64)
     }
 
     /// Input bytes read so far (where a truncated input ended).
     fn read_so_far(&self) -> u64 {
-        self.base + self.filled as u64
+        self.base.wrapping_add(self.filled as u64)
     }
 
     #[inline]
@@ -1029,13 +1073,10 @@ impl Source<'_> {
         if self.available() >= need {
             return Ok(());
         }
-        // Move the unread tail to the front, then grow (or shrink back) the buffer.
-        if self.pos > 0 {
-            self.buf.copy_within(self.pos..self.filled, 0);
-            self.base += self.pos as u64;
-            self.filled -= self.pos;
-            self.pos = 0;
+        if matches!(self.feed, Feed::Blocks(_)) {
+            return self.fill_from_blocks(need);
         }
+        self.compact();
         let want = need.max(READ_CHUNK);
         if self.buf.len() < want {
             self.buf.resize(want, 0);
@@ -1060,7 +1101,11 @@ impl Source<'_> {
             if end <= self.filled {
                 return Err(SourceError::TooLong);
             }
-            match self.reader.read(&mut self.buf[self.filled..end]) {
+            let read = match &mut self.feed {
+                Feed::Read(reader) => reader.read(&mut self.buf[self.filled..end]),
+                Feed::Blocks(_) => Ok(0),
+            };
+            match read {
                 Ok(0) => self.eof = true,
                 Ok(n) => {
                     self.filled += n.min(end - self.filled);
@@ -1070,6 +1115,62 @@ impl Source<'_> {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(SourceError::Io(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the unread tail to the front of the buffer.
+    fn compact(&mut self) {
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.filled, 0);
+            self.base = self.base.wrapping_add(self.pos as u64);
+            self.filled -= self.pos;
+            self.pos = 0;
+        }
+    }
+
+    /// [`Source::fill`] from a [`BlockFeed`]: each block becomes the buffer, the unread
+    /// tail of the one before put in its headroom; a tail longer than the headroom (a long
+    /// string across the edge) is kept, and the block's bytes appended to it.
+    fn fill_from_blocks(&mut self, need: usize) -> Result<(), SourceError> {
+        while self.available() < need {
+            if self.eof {
+                return Err(SourceError::Eof);
+            }
+            let (headroom, block) = match &mut self.feed {
+                Feed::Blocks(feed) => (feed.headroom(), feed.next_block(self.spare.take())),
+                Feed::Read(_) => return Err(SourceError::Eof),
+            };
+            let block = match block {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(SourceError::Io(e.to_string())),
+            };
+            let Some(mut block) = block.filter(|b| b.len() > headroom) else {
+                self.eof = true;
+                continue;
+            };
+            let tail = self.available();
+            let spent = if tail <= headroom {
+                let start = headroom - tail;
+                block[start..headroom].copy_from_slice(&self.buf[self.pos..self.filled]);
+                // `block[start]` is the input byte at `offset()`.
+                self.base = self.offset().wrapping_sub(start as u64);
+                self.pos = start;
+                self.filled = block.len();
+                std::mem::replace(&mut self.buf, block)
+            } else {
+                self.compact();
+                self.buf.truncate(self.filled);
+                self.buf.extend_from_slice(&block[headroom..]);
+                self.filled = self.buf.len();
+                block
+            };
+            // Handed back with the next request: it saves the feed an allocation.
+            self.spare = Some(spent);
+            if self.read_so_far() > self.max_input {
+                return Err(SourceError::TooLong);
             }
         }
         Ok(())
@@ -1114,7 +1215,15 @@ impl Source<'_> {
         self.pos = self.filled;
         let mut scratch = [0u8; 8192];
         while n < cap && !self.eof {
-            match self.reader.read(&mut scratch) {
+            let read = match &mut self.feed {
+                Feed::Read(reader) => reader.read(&mut scratch),
+                Feed::Blocks(feed) => {
+                    let headroom = feed.headroom();
+                    feed.next_block(self.spare.take())
+                        .map(|b| b.map_or(0, |b| b.len().saturating_sub(headroom)))
+                }
+            };
+            match read {
                 Ok(0) => self.eof = true,
                 Ok(k) => n += k as u64,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -1192,11 +1301,7 @@ fn hash_bytes(bytes: &[u8]) -> u64 {
 }
 
 impl<'r, 'l, 's> Machine<'r, 'l, 's> {
-    fn new(
-        reader: &'r mut dyn std::io::Read,
-        limits: &'l PickleLimits,
-        sink: Option<&'s mut dyn ListSink>,
-    ) -> Self {
+    fn new(feed: Feed<'r>, limits: &'l PickleLimits, sink: Option<&'s mut dyn ListSink>) -> Self {
         Machine {
             sink,
             batch: None,
@@ -1221,7 +1326,8 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             },
             limits,
             src: Source {
-                reader,
+                feed,
+                spare: None,
                 buf: Vec::new(),
                 pos: 0,
                 filled: 0,

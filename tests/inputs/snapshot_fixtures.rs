@@ -399,7 +399,7 @@ fn decode(name: &str) -> schema::Snapshot {
 #[test]
 fn nine_byte_long1_reads_as_u64_max() {
     let s = decode("long1_9byte.pickle");
-    assert_eq!(s.traces[0].last().unwrap().stream, u64::MAX);
+    assert_eq!(s.stream_of(s.traces[0].last().unwrap()), u64::MAX);
     // max_split_size 2^64-1 is PyTorch's -1 seen as unsigned: unlimited.
     assert_eq!(s.allocator_settings.as_ref().unwrap().max_split_size, None);
     assert!(

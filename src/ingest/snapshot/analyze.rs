@@ -383,8 +383,9 @@ impl Replayer {
         r
     }
 
-    /// Undoes entry `i`, moving the state from "after i" to "before i".
-    fn undo(&mut self, i: usize, e: &TraceEntry) {
+    /// Undoes entry `i`, moving the state from "after i" to "before i"; `stream_of` reads
+    /// an entry's stream ([`Snapshot::stream_of`]).
+    fn undo(&mut self, i: usize, e: &TraceEntry, stream_of: impl Fn(&TraceEntry) -> u64) {
         match e.action {
             Action::Alloc => match self.live.remove(&e.addr) {
                 Some(b) => self.live_bytes = self.live_bytes.saturating_sub(b.size),
@@ -414,7 +415,12 @@ impl Replayer {
             }
             Action::SegmentFree | Action::SegmentUnmap => {
                 self.reserved_bytes = self.reserved_bytes.saturating_add(e.size);
-                self.add_range(e.addr, e.size, e.action == Action::SegmentUnmap, e.stream);
+                self.add_range(
+                    e.addr,
+                    e.size,
+                    e.action == Action::SegmentUnmap,
+                    stream_of(e),
+                );
             }
             _ => {}
         }
@@ -756,7 +762,7 @@ fn timeline_pass(
     for i in (0..n).rev() {
         live_after[i] = r.live_bytes;
         record(i + 1, &r, entries[i].time());
-        r.undo(i, &entries[i]);
+        r.undo(i, &entries[i], |e| snap.stream_of(e));
     }
     let start_live = r.live_bytes;
     record(0, &r, entries.first().and_then(|e| e.time()));
@@ -1043,7 +1049,7 @@ fn oom_event(ctx: &mut DeviceCtx<'_, '_, '_>, i: usize) -> OomEvent {
         trace_index: i as u64,
         requested_bytes: e.size,
         device_free_bytes: ctx.snap.extra(e).and_then(|x| x.device_free),
-        stream: e.stream,
+        stream: ctx.snap.stream_of(e),
         time_us: e.time(),
         site,
         category,
@@ -1099,7 +1105,7 @@ fn replay_to(
     // linear, does not reach the output.
     let mut r = Replayer::new(snap, segs, true, replay_capacity, true);
     for i in (undo_from..entries.len()).rev() {
-        r.undo(i, &entries[i]);
+        r.undo(i, &entries[i], |e| snap.stream_of(e));
     }
     let replayed = entries[undo_from..].iter().any(|e| {
         matches!(

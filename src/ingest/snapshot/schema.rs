@@ -211,20 +211,27 @@ impl Action {
 /// `time_us` was absent (before 2.2).
 pub const NO_TIME: i64 = i64::MIN;
 const NO_EXTRA: u32 = u32::MAX;
+/// [`TraceEntry`] without a stream: [`Snapshot::stream_of`] reads it as the default, `0`.
+const NO_STREAM: u32 = u32::MAX;
 const NO_LIST: u32 = u32::MAX;
 
-/// One trace event. Compact (48 bytes): a million of them are normal.
+/// One trace event. Compact (40 bytes): a million of them are normal, and every pass of
+/// the analysis reads them all. Its stream, one of a few distinct values, is an index into
+/// [`Snapshot::streams`] (see [`Snapshot::stream_of`]).
 #[derive(Clone, Copy, Debug)]
 pub struct TraceEntry {
     pub addr: u64,
     pub size: u64,
-    pub stream: u64,
     /// Microseconds since the epoch, or [`NO_TIME`].
     pub time_us: i64,
     pub frames: FrameListId,
     extra: u32,
+    stream: u32,
     pub action: Action,
 }
+
+// A change of size is a choice, not an accident (see above).
+const _: () = assert!(std::mem::size_of::<TraceEntry>() == 40);
 
 impl TraceEntry {
     pub fn time(&self) -> Option<i64> {
@@ -352,6 +359,8 @@ pub struct Snapshot {
     pub host_traces: Vec<Vec<TraceEntry>>,
     pub frames: FrameTable,
     pub extras: Vec<EntryExtra>,
+    /// The distinct streams of the trace entries, in the order first met.
+    pub streams: Vec<u64>,
     pub allocator_settings: Option<AllocatorSettings>,
     pub annotations: Vec<Annotation>,
     pub markers: Markers,
@@ -371,11 +380,17 @@ impl Snapshot {
             host_traces: Vec::new(),
             frames: FrameTable::new(),
             extras: Vec::new(),
+            streams: Vec::new(),
             allocator_settings: None,
             annotations: Vec::new(),
             markers: Markers::default(),
             anomalies: Anomalies::default(),
         }
+    }
+
+    /// A trace entry's stream (`0`, the default stream, when it names none).
+    pub fn stream_of(&self, e: &TraceEntry) -> u64 {
+        self.streams.get(e.stream as usize).copied().unwrap_or(0)
     }
 
     /// The blocks of a segment.
@@ -621,6 +636,7 @@ impl StreamDecoder {
                 list_next: Vec::new(),
                 list_by_handles: new_map(),
                 list_handles: Vec::new(),
+                stream_ids: new_map(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
                 batch_entries: new_map(),
@@ -798,6 +814,8 @@ struct State {
     /// handles are kept, so that a hit is verified by one slice compare.
     list_by_handles: FxHashMap<u64, (u32, u32, u32)>,
     list_handles: Vec<Handle>,
+    /// [`Snapshot::streams`] by value.
+    stream_ids: FxHashMap<u64, u32>,
     scratch: Vec<FrameId>,
     /// Trace lists taken while the pickle was read.
     taken: Vec<Taken>,
@@ -1487,10 +1505,10 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         let mut e = TraceEntry {
             addr: 0,
             size: 0,
-            stream: 0,
             time_us: NO_TIME,
             frames: FrameListId::EMPTY,
             extra: NO_EXTRA,
+            stream: NO_STREAM,
             action: Action::Other,
         };
         let mut extra: Option<EntryExtra> = None;
@@ -1518,7 +1536,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 Sym::Size => {
                     e.size = self.u64_field(v, &|| format!("{name}[{dev}][{i}].size"));
                 }
-                Sym::Stream => e.stream = self.p.as_u64(v).unwrap_or(0),
+                Sym::Stream => e.stream = self.stream_index(self.p.as_u64(v).unwrap_or(0)),
                 Sym::TimeUs => {
                     self.out.markers.time_us = true;
                     e.time_us = self.p.as_i64(v).unwrap_or(NO_TIME);
@@ -1714,6 +1732,22 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         self.scratch = scratch;
         self.remember(c, id);
         Ok(FrameListId(id))
+    }
+
+    /// The index of stream `value` in [`Snapshot::streams`], entered when new.
+    fn stream_index(&mut self, value: u64) -> u32 {
+        // Consecutive entries are mostly on one stream.
+        if let Some(&last) = self.out.streams.last() {
+            if last == value {
+                return self.out.streams.len() as u32 - 1;
+            }
+        }
+        let next = self.out.streams.len() as u32;
+        let id = *self.st.stream_ids.entry(value).or_insert(next);
+        if id == next {
+            self.out.streams.push(value);
+        }
+        id
     }
 
     fn remember(&mut self, c: ContainerId, id: u32) {

@@ -274,6 +274,32 @@ fn real_snapshots_analyse_the_same_from_blocks_and_read_ahead() {
     }
 }
 
+/// `EMPTY_LIST MEMOIZE MARK` nested: the reader runs the MEMOIZE and the MARK behind a new
+/// container without a dispatch each, and an error there still names its own opcode's byte.
+#[test]
+fn an_error_in_a_run_behind_a_new_container_names_its_own_byte() {
+    let mut data = vec![0x80, 4];
+    for _ in 0..8 {
+        data.extend_from_slice(b"]\x94(");
+    }
+    // Level 4's EMPTY_LIST makes the depth 9 (five lists, four marks): its MARK, at byte
+    // 2 + 4 * 3 + 2, is the one refused.
+    let limits = PickleLimits {
+        max_stack_depth: 9,
+        ..PickleLimits::default()
+    };
+    for result in [
+        Pickle::parse(&data, &limits).map(|_| ()),
+        Pickle::from_reader(Pieces::new(&data, &[1, 300]), &limits).map(|_| ()),
+        Pickle::from_blocks(&mut Blocks::new(&data, &[5, 300], 2), &limits).map(|_| ()),
+    ] {
+        match result {
+            Err(e @ PickleError::LimitExceeded { .. }) => assert_eq!(e.offset(), 16, "{e:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
 #[test]
 fn truncation_anywhere_names_the_byte_offset() {
     let limits = PickleLimits::default();

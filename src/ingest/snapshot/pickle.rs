@@ -1801,6 +1801,53 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             .map_err(|_| self.malformed(format!("{what} argument {t:?} is not a memo index")))
     }
 
+    /// MARK.
+    fn mark(&mut self) -> Result<(), PickleError> {
+        if (self.stack.len() + self.marks.len()) as u64 >= self.limits.max_stack_depth {
+            return Err(self.limit(
+                "the unpickler stack depth (nesting)",
+                self.limits.max_stack_depth,
+            ));
+        }
+        self.marks.push(self.stack.len());
+        if self.batch.is_none()
+            && self.stack.last().is_some_and(|h| h.tag() == TAG_LIST)
+            && self.sink_takes(self.stack.len() - 1)?
+        {
+            self.open_batch();
+        }
+        Ok(())
+    }
+
+    /// MEMOIZE.
+    fn memoize(&mut self) -> Result<(), PickleError> {
+        let h = self.top("MEMOIZE")?;
+        let idx = self.memo_len();
+        self.memo_put(idx, h)
+    }
+
+    /// Executes the `MEMOIZE`, then the `MARK` and the memo gets that follow a new empty
+    /// container in the buffer, if they do (protocol 4 writes every entry dict and frame
+    /// list so), without a dispatch each. Each runs with its own offset, as from the main
+    /// loop; anything else is left to the main loop.
+    #[inline]
+    fn memoize_mark_run(&mut self) -> Result<(), PickleError> {
+        let next_is = |src: &Source<'_>, op: u8| src.pos < src.filled && src.buf[src.pos] == op;
+        if next_is(&self.src, 0x94) {
+            self.op_at = self.src.offset();
+            self.src.pos += 1;
+            self.memoize()?;
+            if next_is(&self.src, b'(') {
+                self.op_at = self.src.offset();
+                self.src.pos += 1;
+                self.mark()?;
+                // The keys of an entry dict, the frame dicts of a list: memo gets.
+                self.get_run();
+            }
+        }
+        Ok(())
+    }
+
     // ---- the loop ------------------------------------------------------------------------
 
     fn run(&mut self) -> Result<Handle, PickleError> {
@@ -1828,21 +1875,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                     let h = self.pop("STOP")?;
                     return Ok(h);
                 }
-                b'(' => {
-                    if (self.stack.len() + self.marks.len()) as u64 >= self.limits.max_stack_depth {
-                        return Err(self.limit(
-                            "the unpickler stack depth (nesting)",
-                            self.limits.max_stack_depth,
-                        ));
-                    }
-                    self.marks.push(self.stack.len());
-                    if self.batch.is_none()
-                        && self.stack.last().is_some_and(|h| h.tag() == TAG_LIST)
-                        && self.sink_takes(self.stack.len() - 1)?
-                    {
-                        self.open_batch();
-                    }
-                }
+                b'(' => self.mark()?,
                 b'0' => {
                     // POP: like CPython, an empty stack above a MARK pops the MARK instead.
                     let floor = self.marks.last().copied().unwrap_or(0);
@@ -1881,11 +1914,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                     let h = self.top("LONG_BINPUT")?;
                     self.memo_put(idx, h)?;
                 }
-                0x94 => {
-                    let h = self.top("MEMOIZE")?;
-                    let idx = self.memo_len();
-                    self.memo_put(idx, h)?;
-                }
+                0x94 => self.memoize()?,
                 b'g' => {
                     let line = &self.line("a GET index")?[..];
                     let idx = self.decimal_index(line, "GET")?;
@@ -2072,6 +2101,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                 b']' => {
                     let h = self.new_container(TAG_LIST)?;
                     self.push(h)?;
+                    self.memoize_mark_run()?;
                 }
                 b'l' => self.container_from_mark(TAG_LIST, "LIST")?,
                 b'a' => {
@@ -2116,6 +2146,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                 b'}' => {
                     let h = self.new_container(TAG_DICT)?;
                     self.push(h)?;
+                    self.memoize_mark_run()?;
                 }
                 b'd' => self.container_from_mark(TAG_DICT, "DICT")?,
                 b's' => {

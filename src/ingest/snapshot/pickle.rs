@@ -1938,24 +1938,30 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                 b'N' => self.push(Handle::NONE)?,
                 0x88 => self.push(Handle::new(TAG_BOOL, 1))?,
                 0x89 => self.push(Handle::new(TAG_BOOL, 0))?,
+                // A number in a dict is mostly followed by the next key, a memo get (a trace
+                // entry's fields): see `get_run`.
                 b'J' => {
                     let v = i32::from_le_bytes(self.take_array("a BININT value")?);
                     let h = self.int(v as i64)?;
                     self.push(h)?;
+                    self.get_run();
                 }
                 b'K' => {
                     let v = self.u8("a BININT1 value")?;
                     self.push(Handle::new(TAG_INT, v as u64))?;
+                    self.get_run();
                 }
                 b'M' => {
                     let v = u16::from_le_bytes(self.take_array("a BININT2 value")?);
                     self.push(Handle::new(TAG_INT, v as u64))?;
+                    self.get_run();
                 }
                 0x8a => {
                     let n = self.u8("a LONG1 length")? as usize;
                     let r = self.take(n, "LONG1 digits")?;
                     let h = self.big(twos_complement_le(&self.src.buf[r]))?;
                     self.push(h)?;
+                    self.get_run();
                 }
                 0x8b => {
                     let n = i32::from_le_bytes(self.take_array("a LONG4 length")?);

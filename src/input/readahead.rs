@@ -1,16 +1,23 @@
-//! Reading ahead on a second thread, for standard input and named pipes.
+//! Reading ahead on a second thread, for standard input and named pipes, and for snapshots.
 //!
 //! A pipe holds 64 KiB. Read in turn with the scan, the writer (`cat`, `kubectl logs`, a
 //! CI runner) stalls whenever the pipe is full, which is most of the time the scan runs:
 //! the two processes take turns instead of running side by side, and each 64 KiB costs a
 //! pair of wake-ups. [`ReadAhead`] drains the source on its own thread into a few blocks
-//! ahead of the reader, so the writer keeps writing while the scan runs. (A regular file is
+//! ahead of the reader, so the writer keeps writing while the scan runs. (A regular log is
 //! not read ahead: the kernel already does, and the thread's copy cost more CPU than the
 //! overlap saved once the scan ran at memory speed; see `input::open`.)
 //!
-//! Memory: at most `DEPTH + 2` blocks of `BLOCK` bytes exist at once (the ones queued, the
-//! one being filled, the one being read); blocks go back to the reading thread when read.
-//! The thread starts on the first read, so a standard input never read is never touched.
+//! A snapshot's pickle reader runs far slower than memory, so there the overlap pays, and
+//! it takes the blocks whole ([`crate::ingest::snapshot::pickle::BlockFeed`]) instead of
+//! copying them out: every block's data starts after `HEADROOM` bytes, where that reader
+//! puts the unread end of the block before. Read as a stream ([`Read`]) the headroom is
+//! skipped.
+//!
+//! Memory: at most `DEPTH + 2` blocks of `HEADROOM + BLOCK` bytes exist at once (the ones
+//! queued, the one being filled, the one being read); blocks go back to the reading thread
+//! when read. The thread starts on the first read, so a standard input never read is never
+//! touched.
 
 use std::io::{self, Read};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};

@@ -926,8 +926,10 @@ pub(crate) const SIDE_BY_SIDE_ENTRIES: usize = 1 << 16;
 /// the iterations the leak detection compares. Only the leak detection's last step waits
 /// for the timeline. The classifier, which numbers call sites in the order they are first
 /// asked for, is used on this thread only and in the same order as on one thread (the
-/// OOM's site, the attribution, the leak), so the output does not depend on the threads. `side_by_side_from`: the trace length from which the
-/// second thread is used ([`SIDE_BY_SIDE_ENTRIES`]; tests vary it).
+/// OOM's site, the attribution, the leak), so the output does not depend on the threads.
+///
+/// `side_by_side_from`: the trace length from which the second thread is used
+/// ([`SIDE_BY_SIDE_ENTRIES`]; tests vary it).
 pub(crate) fn analyze_device(
     snap: &Snapshot,
     device: u32,

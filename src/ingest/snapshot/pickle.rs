@@ -21,9 +21,12 @@
 //!   up to 1,000 items, so nearly every container is a single chunk, and appends that land
 //!   right after the container's last chunk extend it in place.
 //! - The input is a stream ([`Pickle::from_reader`]: a file, a gzip decoder) read through a
-//!   bounded buffer, or a slice ([`Pickle::parse`]) read the same way. Each opcode's length
-//!   is checked against the limits before its payload is buffered, and the bytes read are
-//!   counted against [`PickleLimits::max_input_bytes`] as they arrive.
+//!   bounded buffer, or a slice ([`Pickle::parse`]) read the same way, or blocks filled on
+//!   another thread ([`Pickle::from_blocks`], [`BlockFeed`]) that become the buffer in
+//!   turn, the unread end of one put in the headroom in front of the next, so no byte is
+//!   copied after the read. Each opcode's length is checked against the limits before its
+//!   payload is buffered, and the bytes read are counted against
+//!   [`PickleLimits::max_input_bytes`] as they arrive.
 //! - A consumer may take over chosen lists while the pickle is read ([`ListSink`],
 //!   [`Pickle::from_reader_with`]): the elements appended to a taken list are handed to it,
 //!   complete, instead of being stored, and when an `APPENDS` batch into it ends, the
@@ -41,7 +44,9 @@
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
 //!   stack. Nothing recurses, so nesting depth costs memory, never call stack. A run of
 //!   `BINGET`/`LONG_BINGET`s (a traceback's memoised frame dicts) is executed in one inner
-//!   loop that hands anything that could fail back to the main loop.
+//!   loop that hands anything that could fail back to the main loop; so are the gets behind
+//!   a number (a dict's next key), and the `MEMOIZE` and `MARK` behind a new dict or list
+//!   (protocol 4 writes every trace entry so): one dispatch where there were several.
 //! - Chunk starts are 32-bit: the element arena is refused past 2^32 handles (16 GiB,
 //!   unreachable within the default input limit).
 //! - Opcodes that import or call code (`GLOBAL`, `REDUCE`, `BUILD`, ...) are refused with an

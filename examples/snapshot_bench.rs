@@ -123,7 +123,14 @@ fn phases(path: &str) -> miette::Result<()> {
     let t = Instant::now();
     let file = std::fs::File::open(path).map_err(|e| miette::miette!("{path}: {e}"))?;
     let mut decoder = oomdoctor::ingest::snapshot::schema::StreamDecoder::new(&limits);
-    let pickle = match Pickle::from_reader_with(file, &limits, &mut decoder) {
+    // As `read_snapshot_ahead` reads it: blocks filled on a second thread, where there is one.
+    let parsed = if oomdoctor::input::read_ahead_worthwhile() {
+        let mut feed = oomdoctor::input::ReadAhead::new(file);
+        Pickle::from_blocks_with(&mut feed, &limits, &mut decoder)
+    } else {
+        Pickle::from_reader_with(file, &limits, &mut decoder)
+    };
+    let pickle = match parsed {
         Ok(p) => p,
         Err(e) => match decoder.error() {
             Some(d) => return Err(miette::miette!("{d:?}")),

@@ -290,85 +290,76 @@ mod tests {
         (s, after_end)
     }
 
+    /// Drains `r` as a stream ([`Read`], in pieces of 65,537 bytes) or block by block
+    /// ([`BlockFeed`], each block handed back, as the snapshot reader does): the bytes, and
+    /// the error that stopped it (`Ok(0)` before an error would lose it: that panics).
+    fn drain<R: Read + Send + 'static>(
+        r: &mut ReadAhead<R>,
+        by_blocks: bool,
+    ) -> (Vec<u8>, Option<io::Error>) {
+        use crate::ingest::snapshot::pickle::BlockFeed;
+        let mut got = Vec::new();
+        let mut piece = vec![0u8; 65_537];
+        let mut spent = None;
+        loop {
+            if by_blocks {
+                match r.next_block(spent.take()) {
+                    Ok(Some(block)) => {
+                        assert!(block.len() > r.headroom());
+                        got.extend_from_slice(&block[r.headroom()..]);
+                        spent = Some(block);
+                    }
+                    Ok(None) => return (got, None),
+                    Err(e) => return (got, Some(e)),
+                }
+            } else {
+                match r.read(&mut piece) {
+                    Ok(0) => return (got, None),
+                    Ok(n) => got.extend_from_slice(&piece[..n]),
+                    Err(e) => return (got, Some(e)),
+                }
+            }
+        }
+    }
+
     #[test]
     fn delivers_every_byte_in_order_and_asks_the_source_for_the_end_once() {
-        for len in [0, 1, BLOCK - 1, BLOCK, 3 * BLOCK + 12_345] {
-            let (src, after_end) = source(len, false);
-            let want = src.data.clone();
-            let mut r = ReadAhead::new(src);
-            let mut got = Vec::new();
-            let mut piece = vec![0u8; 65_537];
-            loop {
-                let n = r.read(&mut piece).unwrap();
-                if n == 0 {
-                    break;
+        use crate::ingest::snapshot::pickle::BlockFeed;
+        for by_blocks in [false, true] {
+            for len in [0, 1, BLOCK - 1, BLOCK, 3 * BLOCK + 12_345] {
+                let (src, after_end) = source(len, false);
+                let want = src.data.clone();
+                let mut r = ReadAhead::new(src);
+                let (got, error) = drain(&mut r, by_blocks);
+                assert!(error.is_none());
+                assert_eq!(got.len(), want.len());
+                assert!(
+                    got == want,
+                    "bytes differ at length {len} (blocks: {by_blocks})"
+                );
+                // Asked again after the end: still the end, and the source is not asked again.
+                if by_blocks {
+                    assert!(
+                        r.next_block(None).unwrap().is_none(),
+                        "the end stays the end"
+                    );
+                } else {
+                    assert_eq!(r.read(&mut [0u8; 16]).unwrap(), 0);
                 }
-                got.extend_from_slice(&piece[..n]);
+                assert_eq!(*after_end.lock().unwrap(), 1, "length {len}");
             }
-            assert_eq!(got.len(), want.len());
-            assert!(got == want, "bytes differ at length {len}");
-            // Asked again after the end: still the end, and the source is not asked again.
-            assert_eq!(r.read(&mut piece).unwrap(), 0);
-            assert_eq!(*after_end.lock().unwrap(), 1, "length {len}");
         }
     }
 
     #[test]
     fn an_error_comes_after_the_bytes_read_before_it() {
-        let (src, _) = source(BLOCK + 100, true);
-        let mut r = ReadAhead::new(src);
-        let mut got = Vec::new();
-        let err = loop {
-            let mut piece = vec![0u8; 4096];
-            match r.read(&mut piece) {
-                Ok(0) => panic!("the error was lost"),
-                Ok(n) => got.extend_from_slice(&piece[..n]),
-                Err(e) => break e,
-            }
-        };
-        assert_eq!(got.len(), BLOCK + 100);
-        assert_eq!(err.to_string(), "disk gone");
-    }
-
-    /// Takes every block through [`BlockFeed`] (handing each back), as the snapshot reader
-    /// does: the data after the headroom, and the error that stopped it.
-    fn take_blocks<R: Read + Send + 'static>(r: &mut ReadAhead<R>) -> (Vec<u8>, Option<io::Error>) {
-        use crate::ingest::snapshot::pickle::BlockFeed;
-        let mut got = Vec::new();
-        let mut spent = None;
-        loop {
-            match r.next_block(spent.take()) {
-                Ok(Some(block)) => {
-                    assert!(block.len() > r.headroom());
-                    got.extend_from_slice(&block[r.headroom()..]);
-                    spent = Some(block);
-                }
-                Ok(None) => return (got, None),
-                Err(e) => return (got, Some(e)),
-            }
+        for by_blocks in [false, true] {
+            let (src, _) = source(BLOCK + 100, true);
+            let (got, error) = drain(&mut ReadAhead::new(src), by_blocks);
+            assert_eq!(got.len(), BLOCK + 100);
+            let err = error.expect("the error was lost");
+            assert_eq!(err.to_string(), "disk gone");
         }
-    }
-
-    #[test]
-    fn blocks_hold_every_byte_after_their_headroom() {
-        use crate::ingest::snapshot::pickle::BlockFeed;
-        for len in [0, 1, BLOCK - 1, BLOCK, 3 * BLOCK + 12_345] {
-            let (src, after_end) = source(len, false);
-            let want = src.data.clone();
-            let mut r = ReadAhead::new(src);
-            let (got, error) = take_blocks(&mut r);
-            assert!(error.is_none());
-            assert!(got == want, "bytes differ at length {len}");
-            assert!(
-                r.next_block(None).unwrap().is_none(),
-                "the end stays the end"
-            );
-            assert_eq!(*after_end.lock().unwrap(), 1, "length {len}");
-        }
-        let (src, _) = source(BLOCK + 100, true);
-        let (got, error) = take_blocks(&mut ReadAhead::new(src));
-        assert_eq!(got.len(), BLOCK + 100);
-        assert_eq!(error.unwrap().to_string(), "disk gone");
     }
 
     #[test]

@@ -40,12 +40,13 @@ use crate::render::plot::{
     CategoryBytes, LeakPlot, Segment, SeriesMark, SeriesPlot, SiteBytes, SnapshotPlot,
 };
 
-/// Whether a character must not reach a terminal as it is.
+/// Whether a character must not reach a terminal as it is: the C0 controls but the tab,
+/// DEL, the C1 controls, and the marks that reorder text (U+061C, U+200E-U+200F,
+/// U+202A-U+202E, U+2066-U+2069). Told from its UTF-8 bytes by [`unsafe_at`], the one
+/// definition, which the scan of whole texts ([`any_unsafe`]) reads byte by byte.
 pub fn is_unsafe(c: char) -> bool {
-    let u = c as u32;
-    (u < 0x20 && c != '\t')
-        || (0x7f..=0x9f).contains(&u)
-        || matches!(u, 0x061c | 0x200e | 0x200f | 0x202a..=0x202e | 0x2066..=0x2069)
+    let mut utf8 = [0u8; 4];
+    unsafe_at(c.encode_utf8(&mut utf8).as_bytes(), 0, false)
 }
 
 /// Whether `s` holds any character [`is_unsafe`] refuses.
@@ -717,19 +718,28 @@ mod tests {
         assert_eq!(&s[a..b], "20.00");
     }
 
-    /// The byte test says what decoding every character and asking [`is_unsafe`] says: for
-    /// each code point below U+3000 and around it, alone and inside text at every offset
-    /// of a 32-byte piece, with and without newlines let through.
+    /// The set of unsafe characters, written by code point: what the byte tests must say.
+    fn unsafe_by_code_point(c: char) -> bool {
+        let u = c as u32;
+        (u < 0x20 && c != '\t')
+            || (0x7f..=0x9f).contains(&u)
+            || matches!(u, 0x061c | 0x200e | 0x200f | 0x202a..=0x202e | 0x2066..=0x2069)
+    }
+
+    /// The byte tests say what the set written by code point says: for each code point below
+    /// U+3000 and around U+10000, alone ([`is_unsafe`]) and inside text at every offset of a
+    /// 32-byte piece ([`any_unsafe`]), with and without newlines let through.
     #[test]
     fn the_byte_test_agrees_with_is_unsafe() {
         for u in (0..0x3000u32).chain(0xfff0..0x10100) {
             let Some(c) = char::from_u32(u) else { continue };
+            assert_eq!(is_unsafe(c), unsafe_by_code_point(c), "U+{u:04X}");
             for pad in [0usize, 1, 30, 31, 32, 33] {
                 let text = format!("{}{c}tail", "x".repeat(pad));
                 for newline_ok in [false, true] {
                     let want = text
                         .chars()
-                        .any(|ch| is_unsafe(ch) && !(newline_ok && ch == '\n'));
+                        .any(|ch| unsafe_by_code_point(ch) && !(newline_ok && ch == '\n'));
                     assert_eq!(any_unsafe(&text, newline_ok), want, "U+{u:04X} at {pad}");
                 }
             }

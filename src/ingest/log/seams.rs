@@ -69,10 +69,9 @@ pub fn wrapped_runs(stretch: &[u8], anchors: &Anchors) -> Vec<WrappedRun> {
     if width < MIN_WIDTH {
         return Vec::new();
     }
-    let near_full = |p: &Piece| p.width + WORD_SLACK >= width && p.width >= MIN_WIDTH;
     if !maybe
         .iter()
-        .any(|(p, q)| near_full(p) && seam(stretch, p, q, width, anchors).is_some())
+        .any(|(p, q)| near_full(p, width) && seam(stretch, p, q, width, anchors).is_some())
     {
         return Vec::new();
     }
@@ -86,14 +85,13 @@ fn walk_runs(
     width: usize,
     seam: impl Fn(&Piece, &Piece) -> Option<&'static [u8]>,
 ) -> Vec<WrappedRun> {
-    let near_full = |p: &Piece| p.width + WORD_SLACK >= width && p.width >= MIN_WIDTH;
     let pieces: Vec<Piece> = spans(stretch)
         .map(|(start, end)| piece(stretch, start, end))
         .collect();
     let mut runs = Vec::new();
     let mut i = 0;
     while i + 1 < pieces.len() {
-        let Some(first_sep) = (near_full(&pieces[i]))
+        let Some(first_sep) = (near_full(&pieces[i], width))
             .then(|| seam(&pieces[i], &pieces[i + 1]))
             .flatten()
         else {
@@ -128,7 +126,7 @@ fn walk_runs(
             let sep = if exact && pieces[last].width == width {
                 Some(&b""[..])
             } else {
-                near_full(&pieces[last])
+                near_full(&pieces[last], width)
                     .then(|| seam(&pieces[last], &pieces[last + 1]))
                     .flatten()
             };
@@ -149,6 +147,12 @@ fn walk_runs(
         i = last + 1;
     }
     runs
+}
+
+/// Whether `p` fills its line, as a wrapped piece does, given the widest line `width` (a
+/// wrap at a space leaves up to a word's room).
+fn near_full(p: &Piece, width: usize) -> bool {
+    p.width + WORD_SLACK >= width && p.width >= MIN_WIDTH
 }
 
 /// Whether an anchor could cross the seam between `a` and `b` at all, from what needs no

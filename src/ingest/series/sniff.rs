@@ -43,24 +43,19 @@ pub fn sniff(head: &[u8]) -> Option<SeriesFormat> {
         _ => text,
     };
     // Split at each `\n` found by `memchr` (what `str::split` does, without its
-    // per-character searcher: this runs on every file of a directory).
-    let mut start = 0;
-    let mut ends = memchr::memchr_iter(b'\n', complete.as_bytes());
-    let lines: Vec<&str> = std::iter::from_fn(|| {
-        let end = match ends.next() {
-            Some(nl) => nl,
-            None if start <= complete.len() => complete.len(),
-            None => return None,
-        };
-        // A `\n` is ASCII: both ends are character boundaries.
-        let line = &complete[start..end];
-        start = end + 1;
-        Some(line)
-    })
-    .map(|l| l.trim_end_matches('\r'))
-    .filter(|l| !l.trim().is_empty())
-    .take(MAX_LINES)
-    .collect();
+    // per-character searcher: this runs on every file of a directory). A `\n` is ASCII, so
+    // both ends of every piece are character boundaries.
+    let ends = memchr::memchr_iter(b'\n', complete.as_bytes()).chain([complete.len()]);
+    let lines: Vec<&str> = ends
+        .scan(0, |start, end| {
+            let line = &complete[*start..end];
+            *start = end + 1;
+            Some(line)
+        })
+        .map(|l| l.trim_end_matches('\r'))
+        .filter(|l| !l.trim().is_empty())
+        .take(MAX_LINES)
+        .collect();
     let first = *lines.first()?;
     if first.trim_start().starts_with('{') {
         return jsonl(&lines).then_some(SeriesFormat::JsonLines);

@@ -81,16 +81,15 @@ fn main() -> ExitCode {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut err = stderr.lock();
     let mut io = oomdoctor::cli::app::Io {
-        // A pipe is drained on a thread of its own, so its writer never waits for the scan.
-        stdin: Some(
-            if stdin_is_tty || !oomdoctor::input::read_ahead_worthwhile() {
-                // Unlocked (a lock per read): a snapshot's reader may move it to a thread.
-                Box::new(stdin)
-            } else {
-                oomdoctor::input::widen_pipe(std::io::stdin());
-                Box::new(oomdoctor::input::ReadAhead::new(std::io::stdin()))
-            },
-        ),
+        // A pipe is widened, and drained on a thread of its own where it cannot be
+        // (`input::read_pipe`). Unlocked (a lock per read): a snapshot's reader may move it
+        // to a thread.
+        stdin: Some(if stdin_is_tty {
+            Box::new(stdin)
+        } else {
+            let wide = oomdoctor::input::widen_pipe(&stdin);
+            oomdoctor::input::read_pipe(stdin, wide)
+        }),
         stdin_is_tty,
         stdout: &mut out,
         stdout_is_tty,

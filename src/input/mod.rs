@@ -9,7 +9,9 @@
 mod readahead;
 pub mod walk;
 
-pub use readahead::{ReadAhead, widen_pipe, worthwhile as read_ahead_worthwhile};
+pub use readahead::{
+    ReadAhead, WIDE_PIPE, read_pipe, widen_pipe, worthwhile as read_ahead_worthwhile,
+};
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Cursor, Read};
@@ -269,12 +271,12 @@ pub fn open(
         // second thread paid while the scan walked every byte; with the gate, the 1 GiB
         // bench log took 0.21 s wall but 0.30-0.39 s of CPU that way (the thread's copy and
         // hand-over), 0.27 s and 0.26-0.28 s without (the kernel reads ahead on its own). A
-        // FIFO (`<(kubectl logs ...)`) is a pipe: read ahead, widened, like standard input.
+        // FIFO (`<(kubectl logs ...)`) is a pipe: widened, and read like standard input.
         let len = meta.as_ref().map_or(0, |m| m.len());
         let is_file = meta.as_ref().is_none_or(|m| m.is_file());
-        let reader: Box<dyn Read + Send> = if !is_file && readahead::worthwhile() {
-            readahead::widen_pipe(&f);
-            Box::new(ReadAhead::new(f))
+        let wide = !is_file && readahead::widen_pipe(&f);
+        let reader: Box<dyn Read + Send> = if wide || (!is_file && readahead::worthwhile()) {
+            readahead::read_pipe(f, wide)
         } else {
             // Sized to the file (a pipe or device reports 0: the most): a 1 MiB buffer
             // for each of a directory's small logs was allocated and freed for nothing.

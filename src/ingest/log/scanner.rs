@@ -159,7 +159,8 @@ pub fn scan_planned(
                 pos -= keep_from;
                 end -= keep_from;
             }
-            let (n, at_end) = read_full(reader, &mut buf[end..(end + READ_SIZE).min(BUF_CAP)])?;
+            let slot = &mut buf[end..(end + READ_SIZE).min(BUF_CAP)];
+            let (n, at_end) = read_at_least(reader, slot, crate::input::WIDE_PIPE)?;
             // The reader is not asked again once it said "end" (a terminal would wait for a
             // second Ctrl-D); what it gave before that is scanned first.
             eof = at_end;
@@ -478,13 +479,20 @@ fn ends_with_newline(buf: &[u8]) -> bool {
     buf.last() == Some(&b'\n')
 }
 
-/// Fills `out` as far as the reader goes: a pipe hands over 64 KiB a read, and scanning
-/// each such sliver on its own (each walk's fixed costs paid per sliver) made standard input
-/// twice as slow as the same file named on the command line.
+/// Reads into `out` until at least `at_least` bytes (or all of `out`, if smaller) are in,
+/// or the reader ends: a pipe hands over what it holds, 64 KiB or 1 MiB a read, and
+/// scanning each such sliver on its own (each walk's fixed costs paid per sliver) made
+/// standard input twice as slow as the same file named on the command line. Waiting for
+/// more than the pipe holds is no better: the scan then waits for the writer, and the
+/// writer, with the pipe full, for the scan.
 /// Returns the bytes read and whether the reader reached its end.
-fn read_full(reader: &mut dyn Read, out: &mut [u8]) -> io::Result<(usize, bool)> {
+fn read_at_least(
+    reader: &mut dyn Read,
+    out: &mut [u8],
+    at_least: usize,
+) -> io::Result<(usize, bool)> {
     let mut filled = 0;
-    while filled < out.len() {
+    while filled < at_least.min(out.len()) {
         match read_retrying(reader, &mut out[filled..])? {
             0 => return Ok((filled, true)),
             n => filled += n,

@@ -16,7 +16,8 @@
 #                 `oomdoctor LOG --format json` against `rg -c -i` and `grep -c -i -E` with
 #                 4 OOM patterns; the same on one core (`taskset -c 0`)
 #   stdin         the same log piped through cat, oomdoctor and grep reading standard input,
-#                 and a reader that only drains the pipe (bench/pipe_drain.py): the floor
+#                 and a reader that only drains the pipe (examples/pipe_drain.rs): the floor;
+#                 rg on standard input for how a pipe costs another fast reader
 #   gzip          the log gzip-compressed (level 1), oomdoctor against zgrep
 #   10,000 logs   a 273 MiB log of the same kind (default rates, an OOM every MiB) split into
 #                 10,000 files in one directory; oomdoctor DIR against `grep -r -c -i -E`
@@ -44,7 +45,7 @@ PATTERNS='out of memory|outofmemory|resource_exhausted|killed process'
 RG_ARGS=(-c -i -e 'out of memory' -e outofmemory -e resource_exhausted -e 'killed process')
 
 if [ -z "${NO_BUILD:-}" ]; then # NO_BUILD=1: time the binaries already in target/release
-  cargo build --release --quiet --example gen_log
+  cargo build --release --quiet --example gen_log --example pipe_drain
   cargo build --release --quiet
 fi
 OOMDOCTOR=./target/release/oomdoctor
@@ -110,7 +111,8 @@ add "oomdoctor 1 core" "taskset -c 0 $OD '$LOG'"
 add "oomdoctor stdin" "cat '$LOG' | $OD"
 [ -n "${BEFORE:-}" ] && add "before stdin" "cat '$LOG' | $BEFORE --format json --exit-zero"
 add "grep stdin" "cat '$LOG' | grep -c -i -E '$PATTERNS'"
-add "pipe stdin" "cat '$LOG' | python3 bench/pipe_drain.py"
+add "pipe stdin" "cat '$LOG' | ./target/release/examples/pipe_drain"
+[ "$have_rg" = 1 ] && add "rg stdin" "cat '$LOG' | rg ${RG_ARGS[*]@Q}"
 add "oomdoctor gzip" "$OD '$GZ'"
 [ -n "${BEFORE:-}" ] && add "before gzip" "$BEFORE --format json --exit-zero '$GZ'"
 add "zgrep gzip" "zgrep -c -i -E '$PATTERNS' '$GZ'"
@@ -154,7 +156,8 @@ anchor=grep
   row "1 GiB log piped on stdin, oomdoctor" "oomdoctor stdin" "grep stdin"
   row "1 GiB log piped on stdin, oomdoctor (before)" "before stdin" "grep stdin"
   row "1 GiB log piped on stdin, grep" "grep stdin" ""
-  row "1 GiB log piped on stdin, the pipe alone (bench/pipe_drain.py)" "pipe stdin" ""
+  row "1 GiB log piped on stdin, rg -c -i (4 patterns)" "rg stdin" ""
+  row "1 GiB log piped on stdin, the pipe alone (examples/pipe_drain.rs)" "pipe stdin" ""
   row "1 GiB gzip, oomdoctor" "oomdoctor gzip" "zgrep gzip"
   row "1 GiB gzip, oomdoctor (before)" "before gzip" "zgrep gzip"
   row "1 GiB gzip, zgrep" "zgrep gzip" ""
@@ -167,6 +170,8 @@ anchor=grep
   echo
   [ -n "${WALL[rg anchors 1 GiB]:-}" ] && echo "oomdoctor vs rg with the same anchors (1 GiB log): wall $(ratio "${WALL[oomdoctor 1 GiB]}" "${WALL[rg anchors 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor 1 GiB]}" "${CPU[rg anchors 1 GiB]}")."
   echo "stdin vs file path (oomdoctor): wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[oomdoctor 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[oomdoctor 1 GiB]}")."
+  [ -n "${WALL[rg stdin]:-}" ] && echo "stdin vs file path (rg): wall $(ratio "${WALL[rg stdin]}" "${WALL[rg 1 GiB]}"), CPU $(ratio "${CPU[rg stdin]}" "${CPU[rg 1 GiB]}")."
+  echo "the pipe alone vs file path (oomdoctor): wall $(ratio "${WALL[pipe stdin]}" "${WALL[oomdoctor 1 GiB]}")."
   echo "stdin vs the pipe alone: wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[pipe stdin]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[pipe stdin]}")."
 } > "$OUT"
 cat "$OUT"

@@ -302,6 +302,30 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     ("k8s-evicted.log", "host-oom", Cause("host-oom")),
     ("slurm-oom.log", "host-oom", Cause("host-oom")),
     ("ray-oom.log", "host-oom", Cause("host-oom")),
+    // Stranded memory that matters on a large card: 6.31 GiB idle in the cache on 80 GiB
+    // (under 8 % of the device, over 4 GiB), against 1.62 GiB in the near miss.
+    (
+        "vllm-graph-capture-stranded-80g.log",
+        "device-oom",
+        Cause("fragmentation"),
+    ),
+    (
+        "vllm-graph-capture-little-stranded-80g.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    // Killed for host memory hours into serving: grown since start-up or one large request,
+    // which only memory over time tells apart; killed while loading, the host is too small.
+    (
+        "vllm-host-killed-while-serving.log",
+        "host-oom",
+        Undetermined(&["host-oom", "memory-leak"]),
+    ),
+    (
+        "vllm-host-killed-while-loading.log",
+        "host-oom",
+        Cause("host-oom"),
+    ),
 ];
 
 /// Look-alikes: an illegal access, warnings that mention memory, a request over the context
@@ -390,6 +414,30 @@ fn size_and_placement_findings_need_their_numbers() {
         .any(|e| e.text.starts_with(setup))
     );
     assert!(!says("ds-checkpoint-then-steps.log", setup));
+    let stranded =
+        "free memory (402.75 MiB) plus memory PyTorch cached but had not handed out (6.31 GiB)";
+    assert!(says("vllm-graph-capture-stranded-80g.log", stranded));
+    assert!(!says(
+        "vllm-graph-capture-little-stranded-80g.log",
+        "free memory (402.75 MiB) plus memory PyTorch cached"
+    ));
+    // Loading was over while serving: its fix is offered only where the kill came earlier.
+    let loading = |file: &str| {
+        first(file)
+            .fixes
+            .iter()
+            .any(|f| f.title.ends_with("host RAM while loading the model"))
+    };
+    assert!(says(
+        "vllm-host-killed-while-serving.log",
+        "the process was killed for host memory while serving requests, after it had loaded"
+    ));
+    assert!(!loading("vllm-host-killed-while-serving.log"));
+    assert!(loading("vllm-host-killed-while-loading.log"));
+    assert!(!says(
+        "vllm-host-killed-while-loading.log",
+        "the process was killed for host memory while serving"
+    ));
     let served = "the request in progress (19655 prompt tokens) was no larger than one";
     assert!(says("llama-serve-same-size-fails.log", served));
     assert!(!says(

@@ -438,6 +438,22 @@ fn size_and_placement_findings_need_their_numbers() {
         "vllm-host-killed-while-loading.log",
         "the process was killed for host memory while serving"
     ));
+    // The machine's memory read over the run: climbing, then level, in the two fixtures of
+    // the rule that reads it.
+    let host = |file: &str, prefix: &str| {
+        let i = crate::common::first_incident(&format!("rules/host-memory-climbs/{file}"));
+        crate::common::evidence_texts(&i)
+            .iter()
+            .any(|t| t.starts_with(prefix))
+    };
+    let climbed = "memory in use on the machine climbed over 5 readings, from 12% to 95%";
+    assert!(host("fires-sglang-free-m-every-hour.log", climbed));
+    let level = "memory in use on the machine stayed flat over 4 readings (20% to 20%)";
+    assert!(host("near-miss-free-h-level-then-killed.log", level));
+    assert!(!host(
+        "near-miss-free-h-level-then-killed.log",
+        "memory in use on the machine climbed"
+    ));
     let served = "the request in progress (19655 prompt tokens) was no larger than one";
     assert!(says("llama-serve-same-size-fails.log", served));
     assert!(!says(

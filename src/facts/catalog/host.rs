@@ -67,6 +67,31 @@ pub const FACTS: &[FactDef] = &[
     ),
     fact("host.total_ram_bytes", Unit::Bytes, "Total system RAM."),
     fact(
+        "host.memory_samples",
+        Unit::Count,
+        "How many readings of the machine's memory (`free`'s `Mem:` row, `top`'s summary) the log holds before the failure.",
+    ),
+    fact(
+        "host.memory_increases",
+        Unit::Count,
+        "How many of those readings showed more memory in use than the one before.",
+    ),
+    fact(
+        "host.memory_first_share",
+        Unit::Ratio,
+        "Memory in use at the first reading, as a share (0..1) of the machine's total.",
+    ),
+    fact(
+        "host.memory_last_share",
+        Unit::Ratio,
+        "Memory in use at the last reading before the failure, as a share (0..1) of the total.",
+    ),
+    fact(
+        "host.memory_growth_share",
+        Unit::Ratio,
+        "Last minus first reading's share of the machine's memory in use.",
+    ),
+    fact(
         "host.free_ram_bytes",
         Unit::Bytes,
         "Free system RAM at the failure.",

@@ -149,7 +149,12 @@ impl LogAnalyzer {
                 }
                 self.marker = Some((p, hit.line_no));
             }
-            Observation::MemorySample(bytes) => self.memory_sample(bytes, rec.prov),
+            Observation::MemorySample(bytes) => {
+                add_sample(&mut self.context, &DEVICE_SAMPLES, bytes, rec.prov);
+            }
+            Observation::HostMemorySample { used, total } => {
+                add_sample(&mut self.context, &HOST_SAMPLES, used / total, rec.prov);
+            }
             Observation::WorkerPid(pid) => {
                 let seen = (self.run, pid);
                 if self.worker_pids.len() < MAX_WORKER_PIDS && !self.worker_pids.contains(&seen) {
@@ -183,37 +188,6 @@ impl LogAnalyzer {
             // name (a router's span, a launcher prefix) seen by another recogniser.
             i.run == run && line_no >= i.last_line && line_no - i.last_line <= TRAILER_WINDOW
         })
-    }
-
-    /// Aggregates the memory figures a run logs into growth facts, in constant memory.
-    fn memory_sample(&mut self, bytes: f64, prov: Provenance) {
-        let c = &mut self.context;
-        let prev = c.num("log.memory_last_bytes");
-        let n = c.num("log.memory_samples").unwrap_or(0.0) + 1.0;
-        if !c.contains("log.memory_first_bytes") {
-            c.set("log.memory_first_bytes", bytes, Some(prov.clone()));
-        }
-        if prev.is_some_and(|p| bytes > p) {
-            let inc = c.num("log.memory_increases").unwrap_or(0.0) + 1.0;
-            c.set("log.memory_increases", inc, Some(prov.clone()));
-        } else if !c.contains("log.memory_increases") {
-            c.set("log.memory_increases", 0u32, Some(prov.clone()));
-        }
-        if c.num("log.memory_max_bytes").is_none_or(|m| bytes > m) {
-            c.set("log.memory_max_bytes", bytes, Some(prov.clone()));
-        }
-        c.set("log.memory_last_bytes", bytes, Some(prov.clone()));
-        c.set("log.memory_samples", n, Some(prov));
-        if let (Some(first), Some(last)) = (
-            c.num("log.memory_first_bytes"),
-            c.num("log.memory_last_bytes"),
-        ) {
-            c.derive(
-                "log.memory_growth_bytes",
-                last - first,
-                &["log.memory_first_bytes", "log.memory_last_bytes"],
-            );
-        }
     }
 
     fn failure(
@@ -597,6 +571,64 @@ pub fn analyze_log_planned(
         &mut analyzer,
     )?;
     Ok((analyzer.finish(), stats))
+}
+
+/// The facts one kind of memory reading aggregates into.
+struct SampleFacts {
+    first: &'static str,
+    last: &'static str,
+    /// The largest reading, where the kind keeps it.
+    max: Option<&'static str>,
+    samples: &'static str,
+    increases: &'static str,
+    growth: &'static str,
+}
+
+/// Device memory the run logged (`mem 10.2 GiB` in progress lines), in bytes.
+const DEVICE_SAMPLES: SampleFacts = SampleFacts {
+    first: "log.memory_first_bytes",
+    last: "log.memory_last_bytes",
+    max: Some("log.memory_max_bytes"),
+    samples: "log.memory_samples",
+    increases: "log.memory_increases",
+    growth: "log.memory_growth_bytes",
+};
+
+/// The machine's memory in use (`free`, `top`), as a share of its total: the tables often
+/// print no unit, so only the share is known.
+const HOST_SAMPLES: SampleFacts = SampleFacts {
+    first: "host.memory_first_share",
+    last: "host.memory_last_share",
+    max: None,
+    samples: "host.memory_samples",
+    increases: "host.memory_increases",
+    growth: "host.memory_growth_share",
+};
+
+/// Aggregates one memory reading into growth facts, in constant memory: first, last (and
+/// largest), how many, how many rose over the one before, last minus first.
+fn add_sample(c: &mut Facts, names: &SampleFacts, value: f64, prov: Provenance) {
+    let prev = c.num(names.last);
+    let n = c.num(names.samples).unwrap_or(0.0) + 1.0;
+    if !c.contains(names.first) {
+        c.set(names.first, value, Some(prov.clone()));
+    }
+    if prev.is_some_and(|p| value > p) {
+        let inc = c.num(names.increases).unwrap_or(0.0) + 1.0;
+        c.set(names.increases, inc, Some(prov.clone()));
+    } else if !c.contains(names.increases) {
+        c.set(names.increases, 0u32, Some(prov.clone()));
+    }
+    if let Some(max) = names.max {
+        if c.num(max).is_none_or(|m| value > m) {
+            c.set(max, value, Some(prov.clone()));
+        }
+    }
+    c.set(names.last, value, Some(prov.clone()));
+    c.set(names.samples, n, Some(prov));
+    if let (Some(first), Some(last)) = (c.num(names.first), c.num(names.last)) {
+        c.derive(names.growth, last - first, &[names.first, names.last]);
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! and Python's own failed host allocations (`OSError: [Errno 12] Cannot allocate memory`
 //! from `fork`/`mmap`, NumPy's `Unable to allocate 3.20 GiB for an array`, `MemoryError`).
 //!
+//! It also reads the machine's memory where a log holds readings of it (`free`'s `Mem:` row,
+//! `top`'s summary), which the analyser turns into host-memory growth facts: a host kill after
+//! readings that climbed is a leak, after level ones it is not.
+//!
 //! This module also owns the `host.*` fact namespace. The kernel OOM killer, systemd-oomd,
 //! cgroups, Kubernetes and Ray recognisers fill the same facts from their own messages, so
 //! host-oom rules read one vocabulary whatever killed the process.
@@ -39,6 +43,20 @@ static PY_HOST_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:[\w.]+\.)?(?:OSError: \[Errno 12\] Cannot allocate memory|_ArrayMemoryError: Unable to allocate (?P<req>\d+(?:\.\d+)?\s*[KMGTP]?i?B)|MemoryError(?:\s*$|: (?:Unable to allocate|std::bad_alloc|$)))")
         .expect("static regex")
 });
+/// `free`'s `Mem:` row: total, used, free, then shared, buff/cache and available (procps-ng)
+/// or shared, buffers and cached (older procps). `free -g`, `-m` and plain `free` print bare
+/// numbers, `-h` a unit on each (`251Gi`, `38G`, `0B`). A `watch`/cron paste may put a time
+/// before it.
+static FREE_ROW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|\s)Mem:\s+(?P<total>\d+(?:\.\d+)?)(?P<tu>[KMGTP]i?|B)?\s+(?P<used>\d+(?:\.\d+)?)(?P<uu>[KMGTP]i?|B)?\s+\d+(?:\.\d+)?(?:[KMGTP]i?|B)?(?:\s|$)")
+        .expect("static regex")
+});
+/// `top`'s memory summary: `MiB Mem :  31906.7 total,   1021.4 free,  20455.5 used, ...`
+/// (procps-ng), `Mem:  16333668k total, 15906260k used,   427408k free, ...` (older).
+static TOP_ROW: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|\s)Mem\s*:\s*(?P<total>\d+(?:\.\d+)?)(?P<tu>[kmgt])?\s+total,\s*(?P<a>\d+(?:\.\d+)?)(?P<au>[kmgt])?\s+(?P<al>free|used),\s*(?P<b>\d+(?:\.\d+)?)(?P<bu>[kmgt])?\s+(?P<bl>free|used)\b")
+        .expect("static regex")
+});
 static NUM_WORKERS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex"));
 
@@ -71,6 +89,50 @@ fn worker_crashed_above(line: &Line<'_>, pid: Option<&str>) -> bool {
     })
 }
 
+/// A figure of a memory table in the table's unit: the number times its unit's size, where
+/// the table gives one (`251Gi`, `16333668k`), else the bare number; `None` for a unit it is
+/// not.
+fn table_figure(number: &str, unit: Option<regex::Match<'_>>) -> Option<f64> {
+    let n: f64 = number.parse().ok()?;
+    let unit = unit.map_or("", |u| u.as_str());
+    Some(n * crate::facts::units::unit_multiplier(unit, crate::facts::units::SiBase::Binary)?)
+}
+
+/// The machine's memory in use and its total from a `free` or `top` line, in one unit, and
+/// the span of the row's figures. A row whose columns mix bare numbers and units, or whose
+/// use exceeds its total, is not a reading.
+fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
+    if let Some(c) = FREE_ROW.captures(text) {
+        let (t, u) = (c.name("total")?, c.name("used")?);
+        let (tu, uu) = (c.name("tu"), c.name("uu"));
+        if tu.is_some() != uu.is_some() {
+            return None;
+        }
+        let total = table_figure(t.as_str(), tu)?;
+        let used = table_figure(u.as_str(), uu)?;
+        let end = uu.map_or(u.end(), |m| m.end());
+        return (total > 0.0 && used <= total).then_some((used, total, (t.start(), end)));
+    }
+    let c = TOP_ROW.captures(text)?;
+    if c.name("al")?.as_str() == c.name("bl")?.as_str() {
+        return None;
+    }
+    let total = table_figure(c.name("total")?.as_str(), c.name("tu"))?;
+    let (used, used_end) = if c.name("al")?.as_str() == "used" {
+        (
+            table_figure(c.name("a")?.as_str(), c.name("au"))?,
+            c.name("al")?.end(),
+        )
+    } else {
+        (
+            table_figure(c.name("b")?.as_str(), c.name("bu"))?,
+            c.name("bl")?.end(),
+        )
+    };
+    let start = c.name("total")?.start();
+    (total > 0.0 && used <= total).then_some((used, total, (start, used_end)))
+}
+
 /// The generic host-memory recogniser.
 pub struct Host;
 
@@ -101,11 +163,18 @@ impl Recognizer for Host {
             "num_workers",
             "Errno 12",
             "MemoryError",
+            // `free`'s row and `top`'s summary (`MiB Mem :`).
+            "Mem:",
+            "Mem :",
         ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if let Some((used, total, span)) = host_memory_reading(text) {
+            out.host_memory_sample(used, total, Some(span));
+            return;
+        }
         if let Some(c) = NUM_WORKERS.captures(text) {
             let m = c.name("n").expect("group n");
             if let Ok(n) = m.as_str().parse::<u32>() {
@@ -247,6 +316,72 @@ mod tests {
     use crate::ingest::log::clean::LineMeta;
     use crate::ingest::log::engines::Observation;
     use std::sync::Arc;
+
+    /// The machine's memory in use as a share of its total, as `free` and `top` print it.
+    fn share(text: &str) -> Option<f64> {
+        host_memory_reading(text).map(|(used, total, span)| {
+            assert!(span.0 < span.1 && span.1 <= text.len(), "{text}: {span:?}");
+            used / total
+        })
+    }
+
+    #[test]
+    fn free_and_top_rows_are_readings_of_the_machine() {
+        let close = |text: &str, want: f64| {
+            let got = share(text).unwrap_or_else(|| panic!("no reading in {text:?}"));
+            assert!((got - want).abs() < 1e-9, "{text}: {got} != {want}");
+        };
+        // procps-ng `free -m` / `-g`, a time before the row, `-h` with a unit per column
+        // (and columns of different units), older procps, `top` new and old.
+        close(
+            "Mem:          515701       61240      440118         312       14343      450561",
+            61240.0 / 515701.0,
+        );
+        close(
+            "2025-03-26T08:15  Mem:  251  97  148 ...  available 152",
+            97.0 / 251.0,
+        );
+        close(
+            "10:10  Mem:            31Gi       6.1Gi        23Gi       4.0Mi       1.9Gi        24Gi",
+            6.1 / 31.0,
+        );
+        close(
+            "Mem:           1.5Ti       512Mi       1.4Ti",
+            0.5 / (1.5 * 1024.0),
+        );
+        close(
+            "Mem:          7872       7601        270          0        210       3462",
+            7601.0 / 7872.0,
+        );
+        close(
+            "MiB Mem :  31906.7 total,   1021.4 free,  20455.5 used,  10429.8 buff/cache",
+            20455.5 / 31906.7,
+        );
+        close(
+            "Mem:  16333668k total, 15906260k used,   427408k free,   123456k buffers",
+            15906260.0 / 16333668.0,
+        );
+        // Not readings: a progress line's memory figure, htop's bar, a percentage, swap, a
+        // row mixing bare numbers and units, use above the total, two `free` labels in `top`.
+        for text in [
+            "step 400 | loss 2.1 | gpu_mem: 12.0G",
+            "Mem[|||||||||||      12.3G/31.2G]",
+            "Mem: 45%",
+            "Swap:          2047           0        2047",
+            "Mem:            31Gi       6100        23Gi",
+            "Mem:   100   250   3",
+            "Mem:   100   0   100   0",
+            "KiB Mem :  1000 total,   900 free,   100 free,   0 buff/cache",
+        ] {
+            assert!(
+                share(text).is_none_or(|s| s == 0.0),
+                "{text}: {:?}",
+                share(text)
+            );
+        }
+        assert_eq!(share("Mem:   100   0   100   0"), Some(0.0));
+        assert_eq!(share("Mem:   100   250   3"), None);
+    }
 
     fn failure(text: &str) -> Option<Failure> {
         let input: InputName = Arc::from("t.log");

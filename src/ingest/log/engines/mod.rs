@@ -138,6 +138,13 @@ pub enum Observation {
     /// A launcher (torchrun, DeepSpeed's) named the pid of one of the job's own worker
     /// processes: a process that held the device next to a failing rank may be its sibling.
     WorkerPid(u64),
+    /// A reading of the machine's memory (`free`'s `Mem:` row, `top`'s summary): in use and
+    /// total, in one unit whatever it is (`free -g` and `free -m` print none); the analyser
+    /// aggregates the shares into host-memory growth facts.
+    HostMemorySample {
+        used: f64,
+        total: f64,
+    },
 }
 
 /// An observation and the line it came from.
@@ -217,6 +224,9 @@ impl Emit {
     }
     pub fn memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
         self.push(Observation::MemorySample(bytes), span);
+    }
+    pub fn host_memory_sample(&mut self, used: f64, total: f64, span: Option<(usize, usize)>) {
+        self.push(Observation::HostMemorySample { used, total }, span);
     }
     pub fn worker_pid(&mut self, pid: u64) {
         self.push(Observation::WorkerPid(pid), None);

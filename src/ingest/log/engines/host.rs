@@ -95,7 +95,10 @@ fn worker_crashed_above(line: &Line<'_>, pid: Option<&str>) -> bool {
 fn table_figure(number: &str, unit: Option<regex::Match<'_>>) -> Option<f64> {
     let n: f64 = number.parse().ok()?;
     let unit = unit.map_or("", |u| u.as_str());
-    Some(n * crate::facts::units::unit_multiplier(unit, crate::facts::units::SiBase::Binary)?)
+    let figure =
+        n * crate::facts::units::unit_multiplier(unit, crate::facts::units::SiBase::Binary)?;
+    // Four hundred digits parse as infinity, and infinity over infinity is no share.
+    figure.is_finite().then_some(figure)
 }
 
 /// The machine's memory in use and its total from a `free` or `top` line, in one unit, and
@@ -381,6 +384,8 @@ mod tests {
         }
         assert_eq!(share("Mem:   100   0   100   0"), Some(0.0));
         assert_eq!(share("Mem:   100   250   3"), None);
+        let endless = "9".repeat(400);
+        assert_eq!(share(&format!("Mem:   {endless}   {endless}   3")), None);
     }
 
     fn failure(text: &str) -> Option<Failure> {

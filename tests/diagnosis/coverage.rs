@@ -302,6 +302,8 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     ("k8s-evicted.log", "host-oom", Cause("host-oom")),
     ("slurm-oom.log", "host-oom", Cause("host-oom")),
     ("ray-oom.log", "host-oom", Cause("host-oom")),
+    // `docker ps -a`'s `Exited (137)` is the only sign of the kill (an anchor of its own).
+    ("docker-ps-exited-137.log", "host-oom", Cause("host-oom")),
     // Stranded memory that matters on a large card: 6.31 GiB idle in the cache on 80 GiB
     // (under 8 % of the device, over 4 GiB), against 1.62 GiB in the near miss.
     (

@@ -160,6 +160,8 @@ impl Recognizer for Host {
             "status: 137",
             "exitcode: -9",
             "exit code:",
+            // `docker ps -a`'s status column: `Exited (137) 3 minutes ago`.
+            "Exited (137)",
             // DeepSpeed's launcher: `exits with return code = -9`.
             "code = -9",
             "code = 137",

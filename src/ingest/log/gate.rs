@@ -68,8 +68,13 @@ pub const GROUPS: &[&[(&str, Role)]] = &[
     ],
     // `cudaMalloc`, `malloc failed`, allocator reports, `is allocated by PyTorch`.
     &[("alloc", Failure)],
-    // `RESOURCE_EXHAUSTED`; `MemoryError`, `{TM}{ERROR}`, `hipError`, `CUDA error`.
-    &[("exhaust", Failure), ("error", Failure)],
+    // `RESOURCE_EXHAUSTED`; `MemoryError`, `{TM}{ERROR}`, `hipError`, `CUDA error`;
+    // `docker ps -a`'s `Exited (137) 2 minutes ago`.
+    &[
+        ("exhaust", Failure),
+        ("error", Failure),
+        ("exited (137", Failure),
+    ],
     // VRAM figures, `not enough VRAM`; `llama runner process has terminated`.
     &[("vram", Reading), ("rminat", Failure)],
     // `CUDA error`, `cuda failure 2`, `CUDA out of memory`; `exit code: 137`,

@@ -317,10 +317,7 @@ impl Recognizer for Host {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::evidence::{InputName, Value};
-    use crate::ingest::log::clean::LineMeta;
-    use crate::ingest::log::engines::Observation;
-    use std::sync::Arc;
+    use crate::facts::evidence::Value;
 
     /// The machine's memory in use as a share of its total, as `free` and `top` print it.
     fn share(text: &str) -> Option<f64> {
@@ -391,16 +388,9 @@ mod tests {
     }
 
     fn failure(text: &str) -> Option<Failure> {
-        let input: InputName = Arc::from("t.log");
-        let meta = LineMeta::default();
-        let line = Line::standalone(&input, 1, text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Host.recognize(&line, &mut out);
-        out.records.into_iter().find_map(|r| match r.obs {
-            Observation::Failure(f) => Some(f),
-            _ => None,
-        })
+        crate::ingest::log::engines::emitted_failure(&crate::ingest::log::engines::run_line(
+            &Host, text,
+        ))
     }
 
     #[test]

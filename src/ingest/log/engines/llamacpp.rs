@@ -1307,20 +1307,13 @@ pub fn quant_for_bpw(bpw: f64) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::facts::evidence::{InputName, Value};
-    use crate::ingest::log::clean::LineMeta;
     use crate::ingest::log::engines::Observation;
     use std::sync::Arc;
 
     const MIB: f64 = 1048576.0;
 
     fn run(text: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let meta = LineMeta::default();
-        let line = Line::standalone(&input, 1, text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        LlamaCpp.recognize(&line, &mut out);
-        out
+        crate::ingest::log::engines::run_standalone(&LlamaCpp, text)
     }
 
     fn failure(text: &str) -> Option<Failure> {

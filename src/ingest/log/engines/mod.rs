@@ -584,13 +584,20 @@ pub(crate) fn facts_of(
     r: &dyn Recognizer,
     text: &str,
 ) -> Vec<(&'static str, crate::facts::evidence::Value)> {
+    fact_records(run_standalone(r, text))
+}
+
+/// Test support: what one recogniser emits for one line taken as already cleaned.
+#[cfg(test)]
+pub(crate) fn run_standalone(r: &dyn Recognizer, text: &str) -> Emit {
     let input: InputName = std::sync::Arc::from("t.log");
     let meta = crate::ingest::log::clean::LineMeta::default();
     let line = Line::standalone(&input, 1, text, &meta);
     let mut out = Emit::default();
     out.begin_line(&line);
     r.recognize(&line, &mut out);
-    fact_records(out)
+    assert_anchored(r, text, &out);
+    out
 }
 
 /// Test support: what one recogniser emits for one raw line, cleaned as the scanner cleans it.
@@ -602,7 +609,24 @@ pub(crate) fn run_line(r: &dyn Recognizer, raw: &str) -> Emit {
     let mut out = Emit::default();
     out.begin_line(&line);
     r.recognize(&line, &mut out);
+    assert_anchored(r, raw, &out);
     out
+}
+
+/// The scanner hands a recogniser only the lines one of its own anchors hits (ASCII case
+/// ignored, in the raw bytes): a line it reads but no anchor of its reaches is a line it never
+/// sees in a real log. Every recogniser test that goes through these helpers checks it.
+#[cfg(test)]
+fn assert_anchored(r: &dyn Recognizer, raw: &str, out: &Emit) {
+    let lower = raw.to_ascii_lowercase();
+    assert!(
+        out.records.is_empty()
+            || r.anchors()
+                .iter()
+                .any(|a| lower.contains(&a.to_ascii_lowercase())),
+        "{} reads {raw:?}, but none of its anchors hits it",
+        r.engine()
+    );
 }
 
 /// Test support: the last value of a fact emitted, on its own or inside a failure.

@@ -78,6 +78,8 @@ impl Recognizer for Ollama {
             "ollama_llama_server",
             "KvSize:",
             "\": EOF",
+            // The CLI's `Error: Post ".../api/chat": unexpected EOF` when the runner died.
+            "\": unexpected EOF",
         ]
     }
 

@@ -914,21 +914,12 @@ fn recognize_alloc_conf(text: &str, out: &mut Emit) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::evidence::InputName;
-    use crate::ingest::log::clean::LineMeta;
-    use std::sync::Arc;
 
     const GIB: f64 = 1073741824.0;
     const MIB: f64 = 1048576.0;
 
     fn run(text: &str) -> Emit {
-        let input: InputName = Arc::from("t.log");
-        let meta = LineMeta::default();
-        let line = Line::standalone(&input, 1, text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        PyTorch.recognize(&line, &mut out);
-        out
+        crate::ingest::log::engines::run_standalone(&PyTorch, text)
     }
 
     fn failure(text: &str) -> Failure {

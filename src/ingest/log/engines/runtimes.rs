@@ -471,13 +471,7 @@ mod tests {
     use crate::ingest::log::engines::Observation;
 
     fn run(text: &str) -> Emit {
-        let input = InputName::from("t.log");
-        let meta = LineMeta::default();
-        let line = Line::standalone(&input, 1, text, &meta);
-        let mut out = Emit::default();
-        out.begin_line(&line);
-        Runtimes.recognize(&line, &mut out);
-        out
+        crate::ingest::log::engines::run_standalone(&Runtimes, text)
     }
 
     fn failure(out: &Emit) -> &Failure {

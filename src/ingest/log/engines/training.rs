@@ -329,10 +329,8 @@ fn param_count(text: &str) -> Option<(f64, (usize, usize))> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::evidence::{InputName, Value};
-    use crate::ingest::log::clean::LineMeta;
+    use crate::facts::evidence::Value;
     use crate::ingest::log::engines::Observation;
-    use std::sync::Arc;
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
         crate::ingest::log::engines::facts_of(&Training, text)
@@ -355,13 +353,8 @@ mod tests {
     #[test]
     fn memory_figures_in_progress_lines() {
         let samples = |t: &str| {
-            let input: InputName = Arc::from("t.log");
-            let meta = LineMeta::default();
-            let line = Line::standalone(&input, 1, t, &meta);
-            let mut out = Emit::default();
-            out.begin_line(&line);
-            Training.recognize(&line, &mut out);
-            out.records
+            crate::ingest::log::engines::run_standalone(&Training, t)
+                .records
                 .into_iter()
                 .filter_map(|r| {
                     if let Observation::MemorySample(b) = r.obs {

@@ -323,6 +323,8 @@ impl Recognizer for Vllm {
     fn anchors(&self) -> &'static [&'static str] {
         &[
             "LLM engine (v",
+            // Before 0.4: `Initializing an LLM engine with config:`, no version.
+            "LLM engine with config",
             "API server version",
             " version 0.",
             "non-default args",

@@ -87,7 +87,7 @@ pub fn widen_pipe<F>(_: F) -> bool {
 /// work on two cores. Read ahead instead, the process had a third thread doing a second
 /// copy of every byte, and on two cores the three took turns: the 1 GiB bench log piped
 /// through `cat` took 0.42-0.52 s that way, 0.36-0.42 s read here (the file path: 0.26 s;
-/// `cat` into a reader that does nothing: 0.32-0.35 s). A narrow pipe (not Linux, a
+/// `cat` into a reader that does nothing: 0.24-0.35 s). A narrow pipe (not Linux, a
 /// lowered `pipe-max-size`) is still read ahead where a second core is there, so that its
 /// writer does not stall at every 64 KiB.
 pub fn read_pipe<R: Read + Send + 'static>(source: R, wide: bool) -> Box<dyn Read + Send> {

@@ -112,6 +112,15 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
         }
     }
 
+    /// Starts the reading thread on the first request (where one can be had: a process
+    /// limit may refuse it, and then blocks are read on the requesting thread).
+    fn start_once(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.start();
+        }
+    }
+
     /// Starts the reading thread, where one can be had (a process limit may refuse it).
     fn start(&mut self) {
         let (to_reader, filled) = sync_channel::<io::Result<Vec<u8>>>(DEPTH);
@@ -125,14 +134,12 @@ impl<R: Read + Send + 'static> ReadAhead<R> {
                 };
                 loop {
                     // A block handed back after holding a long value is not kept.
-                    let mut block = from_reader
+                    let reuse = from_reader
                         .try_recv()
                         .ok()
                         .filter(|b| b.capacity() <= 2 * (HEADROOM + BLOCK))
                         .unwrap_or_default();
-                    block.resize(HEADROOM + BLOCK, 0);
-                    let (n, error) = fill(&mut source, &mut block[HEADROOM..]);
-                    block.truncate(HEADROOM + n);
+                    let (block, n, error) = read_block(&mut source, reuse);
                     // A send fails when the reader is gone (it stopped early): so is the need
                     // for more.
                     if n > 0 && to_reader.send(Ok(block)).is_err() {
@@ -183,10 +190,7 @@ impl<R: Read + Send + 'static> crate::ingest::snapshot::pickle::BlockFeed for Re
         if self.done {
             return Ok(None);
         }
-        if !self.started {
-            self.started = true;
-            self.start();
-        }
+        self.start_once();
         if let (Some(tx), Some(block)) = (&self.spent, spent) {
             let _ = tx.try_send(block);
         }
@@ -199,13 +203,11 @@ impl<R: Read + Send + 'static> crate::ingest::snapshot::pickle::BlockFeed for Re
             let Some(source) = source.as_mut() else {
                 return Ok(None);
             };
-            let mut block = vec![0; HEADROOM + BLOCK];
-            let (n, error) = fill(source, &mut block[HEADROOM..]);
+            let (block, n, error) = read_block(source, Vec::new());
             if n == 0 {
                 self.done = true;
                 return error.map_or(Ok(None), Err);
             }
-            block.truncate(HEADROOM + n);
             // An error after some bytes is raised on the next call.
             if let Some(e) = error {
                 self.done = true;
@@ -219,6 +221,16 @@ impl<R: Read + Send + 'static> crate::ingest::snapshot::pickle::BlockFeed for Re
         }
         next
     }
+}
+
+/// A block read from `source` into `reuse`'s memory: `HEADROOM` free bytes, then up to
+/// `BLOCK` of input; the bytes read, and the error that stopped it (raised after them).
+fn read_block<R: Read>(source: &mut R, reuse: Vec<u8>) -> (Vec<u8>, usize, Option<io::Error>) {
+    let mut block = reuse;
+    block.resize(HEADROOM + BLOCK, 0);
+    let (n, error) = fill(source, &mut block[HEADROOM..]);
+    block.truncate(HEADROOM + n);
+    (block, n, error)
 }
 
 /// Reads until `block` is full or the source ends: the bytes read, and the error that
@@ -241,10 +253,7 @@ impl<R: Read + Send + 'static> Read for ReadAhead<R> {
         if self.done || out.is_empty() {
             return Ok(0);
         }
-        if !self.started {
-            self.started = true;
-            self.start();
-        }
+        self.start_once();
         if self.filled.is_none() {
             // No thread: read the source here.
             let mut source = self

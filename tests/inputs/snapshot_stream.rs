@@ -13,7 +13,7 @@ use oomdoctor::ingest::snapshot::pickle::{
     BlockFeed, Handle, Pickle, PickleError, PickleLimits, Value,
 };
 use oomdoctor::ingest::snapshot::{
-    SnapshotError, read_snapshot, read_snapshot_ahead, read_snapshot_from, schema,
+    SnapshotAnalysis, SnapshotError, read_snapshot, read_snapshot_ahead, read_snapshot_from, schema,
 };
 
 /// Hands out the input in pieces: sizes cycle through `sizes` (a size of 1 is the worst case).
@@ -153,6 +153,15 @@ fn name(s: &str) -> InputName {
     Arc::from(s)
 }
 
+/// Two analyses of one snapshot, read two ways, are the same report.
+fn assert_same_analysis(a: &SnapshotAnalysis, b: &SnapshotAnalysis, what: &str) {
+    assert_eq!(
+        serde_json::to_string(a).unwrap(),
+        serde_json::to_string(b).unwrap(),
+        "{what}"
+    );
+}
+
 /// A pickle that uses every data opcode family: text and binary ints, longs, floats,
 /// strings of each width, bytes, memo puts and gets (short and long), tuples, lists, dicts,
 /// sets, frozensets, FRAME, MARK/APPENDS/SETITEMS.
@@ -223,11 +232,7 @@ fn real_snapshots_parse_the_same_one_byte_at_a_time() {
         // And the whole analysis, as the app reads it.
         let a = read_snapshot(bytes, &name(path), &limits).unwrap();
         let b = read_snapshot_from(Pieces::new(bytes, sizes), &name(path), &limits).unwrap();
-        assert_eq!(
-            serde_json::to_string(&a).unwrap(),
-            serde_json::to_string(&b).unwrap(),
-            "{path}"
-        );
+        assert_same_analysis(&a, &b, path);
     }
 }
 
@@ -266,11 +271,7 @@ fn real_snapshots_analyse_the_same_from_blocks_and_read_ahead() {
         let a = read_snapshot(bytes, &name(path), &limits).unwrap();
         let b =
             read_snapshot_ahead(std::io::Cursor::new(bytes.clone()), &name(path), &limits).unwrap();
-        assert_eq!(
-            serde_json::to_string(&a).unwrap(),
-            serde_json::to_string(&b).unwrap(),
-            "{path}"
-        );
+        assert_same_analysis(&a, &b, path);
     }
 }
 
@@ -736,10 +737,7 @@ fn trace_entries_decoded_while_read_equal_the_whole_arena_decode() {
     // And through the public entry point.
     let a = read_snapshot(&data, &name("b.pickle"), &limits).unwrap();
     let b = read_snapshot_from(&data[..], &name("b.pickle"), &limits).unwrap();
-    assert_eq!(
-        serde_json::to_string(&a).unwrap(),
-        serde_json::to_string(&b).unwrap()
-    );
+    assert_same_analysis(&a, &b, "b.pickle");
 }
 
 #[test]

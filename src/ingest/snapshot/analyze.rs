@@ -383,9 +383,8 @@ impl Replayer {
         r
     }
 
-    /// Undoes entry `i`, moving the state from "after i" to "before i"; `stream_of` reads
-    /// an entry's stream ([`Snapshot::stream_of`]).
-    fn undo(&mut self, i: usize, e: &TraceEntry, stream_of: impl Fn(&TraceEntry) -> u64) {
+    /// Undoes entry `i` of `snap`'s trace, moving the state from "after i" to "before i".
+    fn undo(&mut self, i: usize, e: &TraceEntry, snap: &Snapshot) {
         match e.action {
             Action::Alloc => match self.live.remove(&e.addr) {
                 Some(b) => self.live_bytes = self.live_bytes.saturating_sub(b.size),
@@ -419,7 +418,7 @@ impl Replayer {
                     e.addr,
                     e.size,
                     e.action == Action::SegmentUnmap,
-                    stream_of(e),
+                    snap.stream_of(e),
                 );
             }
             _ => {}
@@ -762,7 +761,7 @@ fn timeline_pass(
     for i in (0..n).rev() {
         live_after[i] = r.live_bytes;
         record(i + 1, &r, entries[i].time());
-        r.undo(i, &entries[i], |e| snap.stream_of(e));
+        r.undo(i, &entries[i], snap);
     }
     let start_live = r.live_bytes;
     record(0, &r, entries.first().and_then(|e| e.time()));
@@ -1107,7 +1106,7 @@ fn replay_to(
     // linear, does not reach the output.
     let mut r = Replayer::new(snap, segs, true, replay_capacity, true);
     for i in (undo_from..entries.len()).rev() {
-        r.undo(i, &entries[i], |e| snap.stream_of(e));
+        r.undo(i, &entries[i], snap);
     }
     let replayed = entries[undo_from..].iter().any(|e| {
         matches!(

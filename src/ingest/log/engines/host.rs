@@ -117,23 +117,19 @@ fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
         return (total > 0.0 && used <= total).then_some((used, total, (t.start(), end)));
     }
     let c = TOP_ROW.captures(text)?;
+    // One of the two figures after the total is `used`, the other `free`.
     if c.name("al")?.as_str() == c.name("bl")?.as_str() {
         return None;
     }
-    let total = table_figure(c.name("total")?.as_str(), c.name("tu"))?;
-    let (used, used_end) = if c.name("al")?.as_str() == "used" {
-        (
-            table_figure(c.name("a")?.as_str(), c.name("au"))?,
-            c.name("al")?.end(),
-        )
+    let (label, number, unit) = if c.name("al")?.as_str() == "used" {
+        ("al", "a", "au")
     } else {
-        (
-            table_figure(c.name("b")?.as_str(), c.name("bu"))?,
-            c.name("bl")?.end(),
-        )
+        ("bl", "b", "bu")
     };
-    let start = c.name("total")?.start();
-    (total > 0.0 && used <= total).then_some((used, total, (start, used_end)))
+    let total = table_figure(c.name("total")?.as_str(), c.name("tu"))?;
+    let used = table_figure(c.name(number)?.as_str(), c.name(unit))?;
+    let span = (c.name("total")?.start(), c.name(label)?.end());
+    (total > 0.0 && used <= total).then_some((used, total, span))
 }
 
 /// The generic host-memory recogniser.

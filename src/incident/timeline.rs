@@ -18,8 +18,18 @@ use crate::facts::phase::{self, id};
 use crate::facts::units::format_bytes_f;
 use crate::incident::Incident;
 
-/// Settles an incident's phase from the readings its fused facts hold.
+/// Settles an incident's phase from the readings its fused facts hold. The `phase` fact is
+/// always left set, `unknown` when nothing read one: rules compare it (`phase !=
+/// 'model-load'`), and a missing fact makes such a comparison unknown, so a snapshot given
+/// alone (no log to set it) had every rule gated on the phase out of play.
 pub fn settle_phase(inc: &mut Incident) {
+    decide_phase(inc);
+    if inc.facts.get("phase").is_none() {
+        inc.facts.set("phase", inc.phase, None);
+    }
+}
+
+fn decide_phase(inc: &mut Incident) {
     let snapshot_steps = steps_from_snapshot(inc);
     context_after_weights(inc);
     kv_pool_allocation(inc);

@@ -229,6 +229,26 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Cause("batch-misconfiguration"),
     ),
+    // A 1,024-token prefill (no smaller than the input length allows) still did not fit:
+    // the weights left almost nothing, which the batch and the model both explain.
+    (
+        "tgi-small-prefill-at-floor.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
+    // The first denoising step of a 4 GiB card: a step's activations, with the live tensors
+    // filling all PyTorch could reach (the model-too-large contender hears it).
+    (
+        "pt-4g-card-small-request.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    // The same card with another process holding half of it.
+    (
+        "pt-4g-card-shared-near-miss.log",
+        "device-oom",
+        Undetermined(&["memory-contention", "batch-misconfiguration"]),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",
@@ -416,6 +436,18 @@ fn size_and_placement_findings_need_their_numbers() {
         .any(|e| e.text.starts_with(setup))
     );
     assert!(!says("ds-checkpoint-then-steps.log", setup));
+    // Full is measured against what PyTorch could reach when that is most of the device: a
+    // small card's CUDA context keeps live tensors under 85% of it.
+    let full = "a small 20.00 MiB request failed with the device already full of live tensors";
+    let contender_hears = |file: &str| {
+        first(file)
+            .alternatives
+            .iter()
+            .any(|a| a.evidence.iter().any(|e| e.text.starts_with(full)))
+    };
+    assert!(contender_hears("pt-4g-card-small-request.log"));
+    assert!(!contender_hears("pt-4g-card-shared-near-miss.log"));
+    assert!(!says("pt-4g-card-shared-near-miss.log", full));
     let stranded =
         "free memory (402.75 MiB) plus memory PyTorch cached but had not handed out (6.31 GiB)";
     assert!(says("vllm-graph-capture-stranded-80g.log", stranded));

@@ -22,7 +22,9 @@ use crate::facts::units::SiBase;
 
 const KEYS: &[Key] = &[
     key(
-        &["max_batch_prefill_tokens"],
+        // `max_prefill_tokens`: the router's warm-up span (`warmup{max_input_length=512
+        // max_prefill_tokens=512 max_total_tokens=2048}`) names the same setting.
+        &["max_batch_prefill_tokens", "max_prefill_tokens"],
         "tgi.max_batch_prefill_tokens",
         Kind::Num,
     ),
@@ -224,6 +226,10 @@ impl Recognizer for Tgi {
             }
             super::serving::embed_torch_oom(&mut f, text, 0);
             out.failure(f);
+            // The router's `warmup{...}` span states the settings the warm-up ran with.
+            if text.contains("warmup{") {
+                read_key_values(text, KEYS, out);
+            }
             return;
         }
 
@@ -493,6 +499,19 @@ mod tests {
                 .unwrap()
                 .wrapper
         );
+    }
+
+    #[test]
+    fn the_warmup_span_states_the_settings() {
+        let out = run(
+            "ERROR warmup{max_input_length=512 max_prefill_tokens=512 max_total_tokens=2048}:warmup: text_generation_client: router/client/src/lib.rs:33: Server error: Not enough memory to handle 512 prefill tokens. You need to decrease `--max-batch-prefill-tokens`",
+        );
+        assert_eq!(fact(&out, "tgi.max_input_tokens"), Some(Value::Num(512.0)));
+        assert_eq!(
+            fact(&out, "tgi.max_batch_prefill_tokens"),
+            Some(Value::Num(512.0))
+        );
+        assert_eq!(fact(&out, "tgi.max_total_tokens"), Some(Value::Num(2048.0)));
     }
 
     #[test]

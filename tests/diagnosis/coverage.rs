@@ -249,6 +249,18 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["memory-contention", "batch-misconfiguration"]),
     ),
+    // A paste that kept only the failing source line: it allocates a KV pool's buffers.
+    (
+        "pt-lone-line-kv-pool.log",
+        "device-oom",
+        Cause("kv-cache-overflow"),
+    ),
+    // The same paste allocating another buffer says nothing of the phase.
+    (
+        "pt-lone-line-other-buffer-near-miss.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",

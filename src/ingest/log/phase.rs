@@ -371,6 +371,47 @@ fn frame_phase(file: &str, func: &str, source: &str) -> Option<&'static str> {
         })
 }
 
+/// Words naming a KV cache pool's buffers in the source line that allocates them
+/// (LightLLM's `key_buffer`/`value_buffer`/`kv_buffer`, SGLang's `k_buffer`/`v_buffer`).
+pub const KV_POOL_BUFFERS: &[&str] = &[
+    "key_buffer",
+    "value_buffer",
+    "kv_buffer",
+    "k_buffer",
+    "v_buffer",
+];
+
+/// What the failing source line of a paste that kept no frame says of the phase: the call
+/// it makes, or a KV pool's buffers it allocates. Read from the two lines above the error
+/// (the source line, and a `^^^^` marker under it on Python 3.11+).
+fn lone_source_line(preceding: &[CleanLine]) -> Option<(&'static str, String)> {
+    let t = preceding
+        .iter()
+        .take(2)
+        .map(|l| l.text.trim())
+        .find(|t| !t.is_empty() && !t.starts_with('^') && !t.starts_with('~'))?;
+    if t.starts_with("File ") || t.contains("Error") || t.contains("Traceback") {
+        return None;
+    }
+    let allocates = ["torch.empty(", "torch.zeros(", "torch.ones("]
+        .iter()
+        .any(|a| t.contains(a));
+    if allocates {
+        if let Some(b) = KV_POOL_BUFFERS.iter().find(|b| t.contains(*b)) {
+            return Some((
+                id::ENGINE_STARTUP,
+                format!("{b} (the KV pool buffers allocated in the failing source line)"),
+            ));
+        }
+    }
+    let name = CALL.captures(t).map(|c| c["name"].to_string())?;
+    if moves_a_model(&name) {
+        return None;
+    }
+    let p = frame_phase("", &name, t)?;
+    Some((p, format!("{name} (called in the failing source line)")))
+}
+
 /// The phase a recogniser's marker names.
 pub fn of_mark(mark: PhaseMark) -> &'static str {
     match mark {
@@ -591,6 +632,16 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             {
                 best = Some((0, p, format!("{name} (called from {file})")));
             }
+        }
+    }
+    // A paste that keeps only the failing source line above the error (no frame at all):
+    // the call it makes is read as the innermost frame's would be
+    // (`Variable._execution_engine.run_backward(` is the backward pass), and a KV pool's
+    // buffers allocated in it (`self.value_buffer = [torch.empty((size, head_num, ...`)
+    // are an engine sizing its KV cache at start-up.
+    if best.is_none() && frames.is_empty() {
+        if let Some((p, ev)) = lone_source_line(preceding) {
+            best = Some((0, p, ev));
         }
     }
     // A paste that keeps only the failing source line above the error: Adam's state in it
@@ -918,6 +969,29 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(log), None).phase, id::OPTIMIZER_STEP);
         let log = "    logits = self.lm_head(hidden_states)";
         assert_eq!(decide(&pre(log), None).phase, id::UNKNOWN);
+    }
+
+    /// Only the failing source line survived the paste, with no frame above it: its call is
+    /// read as an innermost frame's would be, and a KV pool's buffers allocated in it are the
+    /// engine's start-up. A tensor moved, a layer called or a buffer of another kind is not.
+    #[test]
+    fn a_lone_source_line_names_its_call() {
+        let log = "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass";
+        assert_eq!(decide(&pre(log), None).phase, id::BACKWARD);
+        let log =
+            "    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16)";
+        assert_eq!(decide(&pre(log), None).phase, id::MODEL_LOAD);
+        let log = "    self.value_buffer = [torch.empty((size, head_num, head_dim), dtype=dtype, device=\"cuda\") for _ in range(layer_num)]";
+        let d = decide(&pre(log), None);
+        assert_eq!(d.phase, id::ENGINE_STARTUP);
+        assert!(d.evidence.unwrap().contains("KV pool buffers"));
+        for log in [
+            "    images = images.to(device)",
+            "    out = self.proj(x)",
+            "    self.out_buffer = torch.empty((n, d), device=\"cuda\")",
+        ] {
+            assert_eq!(decide(&pre(log), None).phase, id::UNKNOWN, "{log}");
+        }
     }
 
     /// A script that announces each evaluation round but counts no steps: two rounds before

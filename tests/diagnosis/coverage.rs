@@ -261,6 +261,26 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["batch-misconfiguration", "model-too-large"]),
     ),
+    // A second vLLM instance whose command was pasted over several lines: the model named
+    // on a continuation line is too small to explain the memory in use before profiling.
+    (
+        "vllm-second-instance-continued-command.log",
+        "no-kv-memory",
+        Cause("memory-contention"),
+    ),
+    // A 70B model could explain it: the model and a neighbour both stay in play.
+    (
+        "vllm-large-model-initial-usage-near-miss.log",
+        "no-kv-memory",
+        Undetermined(&["model-too-large", "memory-contention"]),
+    ),
+    // C++ frameworks' own words for a failed cudaMalloc (Caffe here): no sizes, so the
+    // batch and the model both stay in play, with fixes for a framework without knobs we know.
+    (
+        "caffe-check-failed-out-of-memory.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",
@@ -460,6 +480,19 @@ fn size_and_placement_findings_need_their_numbers() {
     assert!(contender_hears("pt-4g-card-small-request.log"));
     assert!(!contender_hears("pt-4g-card-shared-near-miss.log"));
     assert!(!says("pt-4g-card-shared-near-miss.log", full));
+    let any_weights = "even at 16 bits a parameter, the 7.0B-parameter model's weights";
+    assert!(says(
+        "vllm-second-instance-continued-command.log",
+        any_weights
+    ));
+    assert!(
+        !first("vllm-large-model-initial-usage-near-miss.log")
+            .alternatives
+            .iter()
+            .flat_map(|a| &a.evidence)
+            .chain(&first("vllm-large-model-initial-usage-near-miss.log").evidence)
+            .any(|e| e.text.starts_with("even at 16 bits"))
+    );
     let stranded =
         "free memory (402.75 MiB) plus memory PyTorch cached but had not handed out (6.31 GiB)";
     assert!(says("vllm-graph-capture-stranded-80g.log", stranded));

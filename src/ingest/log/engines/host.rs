@@ -29,7 +29,7 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
 /// bar redraws its line with `\r` and no newline, so the shell's `Killed` often lands glued to
 /// the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:Killed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
+    Regex::new(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)\s*[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
@@ -41,6 +41,13 @@ static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
 /// does not start with it).
 static PY_HOST_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:[\w.]+\.)?(?:OSError: \[Errno 12\] Cannot allocate memory|_ArrayMemoryError: Unable to allocate (?P<req>\d+(?:\.\d+)?\s*[KMGTP]?i?B)|MemoryError(?:\s*$|: (?:Unable to allocate|std::bad_alloc|$)))")
+        .expect("static regex")
+});
+/// A C++ program (TensorFlow's runtime, Caffe, a llama.cpp tool) dying of a failed host
+/// allocation: the runtime's `terminate called after throwing an instance of
+/// 'std::bad_alloc'` (libstdc++) or `uncaught exception of type std::bad_alloc` (libc++).
+static CXX_BAD_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:terminate called after throwing an instance of|terminating due to uncaught exception of type) '?std::bad_alloc")
         .expect("static regex")
 });
 /// `free`'s `Mem:` row: total, used, free, then shared, buff/cache and available (procps-ng)
@@ -164,6 +171,7 @@ impl Recognizer for Host {
             "num_workers",
             "Errno 12",
             "MemoryError",
+            "std::bad_alloc",
             // `free`'s row and `top`'s summary (`MiB Mem :`).
             "Mem:",
             "Mem :",
@@ -192,6 +200,12 @@ impl Recognizer for Host {
                     f.fact("host.requested_bytes", b, Some((m.start(), m.end())));
                 }
             }
+            out.failure(f);
+            return;
+        }
+        if CXX_BAD_ALLOC.is_match(text) {
+            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            f.fact("host.killer", "allocator", None);
             out.failure(f);
             return;
         }
@@ -422,6 +436,15 @@ mod tests {
             Some(3.2 * 1024.0 * 1024.0 * 1024.0_f64).map(|b| b.round())
         );
         assert!(failure("MemoryError").is_some());
+        assert!(failure("killed").is_some());
+        for bad_alloc in [
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+            "libc++abi: terminating due to uncaught exception of type std::bad_alloc: std::bad_alloc",
+        ] {
+            let f = failure(bad_alloc).unwrap();
+            assert_eq!(f.kind, "host-oom");
+        }
+        assert!(failure("  what():  std::bad_alloc").is_none());
         assert!(failure("torch.cuda.OutOfMemoryError: CUDA out of memory.").is_none());
         assert!(failure("    except MemoryError:").is_none());
         assert!(failure("OSError: [Errno 28] No space left on device").is_none());

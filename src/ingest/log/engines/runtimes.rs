@@ -133,6 +133,16 @@ static TVM_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Check failed: \(?(?:__)?e == (?:VK_SUCCESS|cudaSuccess)[^:]*\)? is false: (?:Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY|CUDA: out of memory)")
         .expect("static regex")
 });
+/// A CUDA allocation that a C++ framework reports in its own words: MXNet's storage
+/// manager (`pooled_storage_manager.h:84: cudaMalloc failed: out of memory`), Caffe's
+/// `syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory`, dlib's
+/// `Error while calling cudaMalloc(&data, ...) ... code: 2, reason: out of memory` and
+/// darknet's `CUDA Error: out of memory`. llama.cpp's `cudaMalloc failed` lines name ggml or
+/// the buffer they allocate and are its recogniser's.
+static CUDA_ALLOC_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"cudaMalloc\w*(?:\([^)]*\))? failed: out of memory|Check failed: error == cudaSuccess \(2 vs\. 0\)\s+out of memory|calling cudaMalloc.*reason: out of memory|^CUDA Error: out of memory")
+        .expect("static regex")
+});
 static MXNET: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory")
         .expect("static regex")
@@ -189,6 +199,11 @@ impl Recognizer for Runtimes {
             "VK_ERROR_OUT_OF_DEVICE_MEMORY",
             "e == VK_SUCCESS",
             "e == cudaSuccess",
+            // C++ frameworks' own words for a failed cudaMalloc (MXNet, Caffe, dlib, darknet).
+            "cudaMalloc failed: out of memory",
+            "cudaSuccess (2 vs. 0)",
+            "reason: out of memory",
+            "CUDA Error: out of memory",
         ]
     }
 
@@ -392,6 +407,19 @@ impl Recognizer for Runtimes {
         if MXNET.is_match(text) {
             out.engine(id::MXNET);
             out.failure(device_oom(id::MXNET, "mxnet"));
+            return;
+        }
+        if CUDA_ALLOC_OOM.is_match(text) && !text.contains("ggml") && !text.contains("llama") {
+            let mxnet = ["pooled_storage_manager", "dmlc", "mxnet"]
+                .iter()
+                .any(|w| text.contains(w));
+            let engine = if mxnet { id::MXNET } else { id::UNKNOWN };
+            if mxnet {
+                out.engine(engine);
+            }
+            // Not `cuda-runtime`: that wording is PyTorch's runtime failing beside its caching
+            // allocator; these frameworks allocate through cudaMalloc as a matter of course.
+            out.failure(device_oom(engine, "framework-cuda"));
         }
     }
 }
@@ -493,6 +521,40 @@ mod tests {
         let out = run("RuntimeError: CUDA failed with error out of memory");
         let f = failure(&out);
         assert_eq!((f.engine, f.kind), (id::CTRANSLATE2, "device-oom"));
+    }
+
+    /// C++ frameworks report a failed cudaMalloc in their own words; MXNet's storage
+    /// manager names itself, the others name no engine. llama.cpp's lines are not these.
+    #[test]
+    fn cpp_frameworks_failed_cuda_allocations() {
+        for (text, engine) in [
+            (
+                "[12:44:34] src/storage/./pooled_storage_manager.h:84: cudaMalloc failed: out of memory",
+                id::MXNET,
+            ),
+            (
+                "F0126 16:08:02.152665 10326 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+                id::UNKNOWN,
+            ),
+            (
+                "Error while calling cudaMalloc(&data, new_size*sizeof(float)) in file /opt/dlib/dlib/cuda/gpu_data.cpp:191. code: 2, reason: out of memory",
+                id::UNKNOWN,
+            ),
+            ("CUDA Error: out of memory", id::UNKNOWN),
+        ] {
+            let out = run(text);
+            let f = failure(&out);
+            assert_eq!((f.engine, f.kind), (engine, "device-oom"), "{text}");
+        }
+        let llama = run(
+            "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 4096.00 MiB on device 0: cudaMalloc failed: out of memory",
+        );
+        assert!(
+            !llama
+                .records
+                .iter()
+                .any(|r| matches!(r.obs, Observation::Failure(_)))
+        );
     }
 
     #[test]

@@ -236,6 +236,26 @@ pub(crate) fn read_key_values(text: &str, keys: &[Key], out: &mut Emit) -> usize
     n
 }
 
+/// Whether `line` carries flags of a command cut over several lines with backslashes
+/// (`python3 -m vllm.entrypoints.openai.api_server \` / `    --model /models/x \`), as
+/// shells, READMEs and issue pastes write long commands: the line starts with a flag and
+/// every line above it back to one `is_command` accepts ends with `\`.
+pub(crate) fn continues_command(line: &Line<'_>, is_command: fn(&str) -> bool) -> bool {
+    if !line.text.trim_start().starts_with('-') {
+        return false;
+    }
+    for prev in line.preceding(40) {
+        let t = prev.text.trim_end();
+        if !t.ends_with('\\') {
+            return false;
+        }
+        if is_command(t) {
+            return true;
+        }
+    }
+    false
+}
+
 /// Reads command-line flags (`--max-model-len 8192`, `--enforce-eager`, `-tp 2`). A flag
 /// that ends the line takes its value from the next line (YAML and Python list dumps print
 /// `'--max_model_len',` and `'131072',` on separate lines). Returns how many facts were

@@ -196,6 +196,11 @@ impl Recognizer for Sglang {
             "sglang serve",
             "lmsysorg/sglang",
             "--mem-fraction-static",
+            // Flags on the lines of a command continued with backslashes.
+            "--model-path",
+            "--tp",
+            "--quantization",
+            "--context-length",
             "Load weight begin",
             "Load weight end",
             "Not enough memory. Please try to increase",
@@ -225,6 +230,10 @@ impl Recognizer for Sglang {
         // prints it, so it names the engine of the failure just above.
         if text.contains("Received sigquit from a child process") {
             out.engine(id::SGLANG);
+            return;
+        }
+        if super::serving::continues_command(line, is_command) {
+            read_flags(line, KEYS, out);
             return;
         }
         // A traceback frame in SGLang's runtime names the engine.

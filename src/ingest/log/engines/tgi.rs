@@ -150,6 +150,12 @@ impl Recognizer for Tgi {
         &[
             "Args {",
             "text-generation-launcher",
+            // Flags on the lines of a command continued with backslashes.
+            "--model-id",
+            "--quantize",
+            "--num-shard",
+            "--max-input-length",
+            "--max-total-tokens",
             "text-generation-inference",
             "max_batch_prefill_tokens",
             "max-batch-prefill-tokens",
@@ -177,6 +183,10 @@ impl Recognizer for Tgi {
         let text = line.text;
         // A traceback frame in the Python shard names the engine.
         if super::serving::quoted_code_or_frame(text, &["text_generation_server/"], id::TGI, out) {
+            return;
+        }
+        if super::serving::continues_command(line, is_command) {
+            read_flags(line, KEYS, out);
             return;
         }
 

@@ -333,6 +333,13 @@ impl Recognizer for Vllm {
             "vllm.entrypoints",
             "-m vllm",
             "vllm/vllm-openai",
+            // Flags on the lines of a command continued with backslashes.
+            "--model",
+            "--quantization",
+            "--dtype",
+            "--tensor-parallel-size",
+            "--max-num-seqs",
+            "--kv-cache-dtype",
             "max-model-len",
             "max_model_len",
             "gpu-memory-utilization",
@@ -378,6 +385,10 @@ impl Recognizer for Vllm {
         // is only the traceback. Its model layers are shared with other engines (SGLang
         // imports them), so only the engine's machinery counts.
         if super::serving::quoted_code_or_frame(text, ENGINE_FRAMES, id::VLLM, out) {
+            return;
+        }
+        if super::serving::continues_command(line, is_command) {
+            read_flags(line, KEYS, out);
             return;
         }
 

@@ -42,6 +42,19 @@ fn decide_phase(inc: &mut Incident) {
     if inc.phase != id::UNKNOWN {
         return;
     }
+    // TGI's launcher gives up on a shard that never became ready: the shard loads the model,
+    // and the warm-up runs only once every shard is ready (its failures say `Warmup`).
+    if inc.facts.get("tgi.shard_start_failed").is_some() {
+        record(inc, "phase", id::MODEL_LOAD, "tgi.shard_start_failed");
+        record(
+            inc,
+            "phase.evidence",
+            "TGI's launcher said the shard failed to start: it was loading the model",
+            "tgi.shard_start_failed",
+        );
+        inc.phase = id::MODEL_LOAD;
+        return;
+    }
     if let Some(p) = inc
         .facts
         .str("snapshot.oom_category")

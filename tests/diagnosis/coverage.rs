@@ -281,6 +281,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["batch-misconfiguration", "model-too-large"]),
     ),
+    // The launcher gave up on the shard: it was loading the model (TGI warms up only once
+    // every shard is ready).
+    (
+        "tgi-shard-failed-to-start.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",

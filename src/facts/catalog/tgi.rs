@@ -83,4 +83,9 @@ pub const FACTS: &[FactDef] = &[
         Unit::Text,
         "TGI version when the log shows it.",
     ),
+    fact(
+        "tgi.shard_start_failed",
+        Unit::Flag,
+        "The launcher said a shard failed to start (`Shard 0 failed to start`, `Error: ShardCannotStart`): the shard was loading the model; the warm-up comes after every shard is ready.",
+    ),
 ];

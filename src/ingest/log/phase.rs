@@ -132,8 +132,13 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "reload_model_weights",
             "send_model_to_device",
             // Sharding or wrapping a model onto the devices before training: FSDP's flat
-            // parameters, Accelerate's `prepare_model`, DeepSpeed's engine moving the module.
+            // parameters, Accelerate's `prepare_model`, DeepSpeed's engine moving the module,
+            // a DDP or FSDP wrapper constructed around the model (`model =
+            // DistributedDataParallel(model, ...)`, mmengine's `MMDistributedDataParallel`).
             "prepare_model",
+            "DistributedDataParallel",
+            "MMDistributedDataParallel",
+            "FullyShardedDataParallel",
             "_init_param_handle_from_module",
             "_init_param_handle_from_params",
             "_configure_distributed_model",
@@ -974,6 +979,14 @@ Traceback (most recent call last):
     /// Only the failing source line survived the paste, with no frame above it: its call is
     /// read as an innermost frame's would be, and a KV pool's buffers allocated in it are the
     /// engine's start-up. A tensor moved, a layer called or a buffer of another kind is not.
+    #[test]
+    fn wrapping_a_model_for_data_parallel_is_loading() {
+        let tb = "  File \"/work/train.py\", line 88, in main\n    model = DistributedDataParallel(model, device_ids=[local_rank])";
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+        let log = "    model = MMDistributedDataParallel(module=model.cuda(), device_ids=[torch.cuda.current_device()])";
+        assert_eq!(decide(&pre(log), None).phase, id::MODEL_LOAD);
+    }
+
     #[test]
     fn a_lone_source_line_names_its_call() {
         let log = "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass";

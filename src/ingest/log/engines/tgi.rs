@@ -105,6 +105,9 @@ static VRAM_SHORT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// T-9: the shard died of SIGKILL.
+/// The launcher giving up on a shard that never became ready.
+static SHARD_START_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| re(r"Shard \d+ failed to start|Error: ShardCannotStart"));
 static SHARD_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     re(r"Shard (?:process )?(?:\d+ )?(?:was )?signaled to shutdown with signal (?P<s>9|SIGKILL)\b")
 });
@@ -150,6 +153,8 @@ impl Recognizer for Tgi {
         &[
             "Args {",
             "text-generation-launcher",
+            "failed to start",
+            "ShardCannotStart",
             // Flags on the lines of a command continued with backslashes.
             "--model-id",
             "--quantize",
@@ -243,6 +248,11 @@ impl Recognizer for Tgi {
             return;
         }
 
+        if let Some(m) = SHARD_START_FAILED.find(text) {
+            out.engine(id::TGI);
+            out.fact("tgi.shard_start_failed", true, Some((m.start(), m.end())));
+            return;
+        }
         if let Some(c) = SHARD_KILLED.captures(text) {
             out.engine(id::TGI);
             let m = c.name("s").expect("group s");
@@ -509,6 +519,20 @@ mod tests {
                 .unwrap()
                 .wrapper
         );
+    }
+
+    #[test]
+    fn a_shard_that_failed_to_start() {
+        for text in [
+            "2023-08-17T10:23:27.032737Z ERROR text_generation_launcher: Shard 0 failed to start",
+            "Error: ShardCannotStart",
+        ] {
+            assert_eq!(
+                fact(&run(text), "tgi.shard_start_failed"),
+                Some(Value::Bool(true)),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -288,6 +288,19 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Cause("model-too-large"),
     ),
+    // A full fine-tune whose next request is the size of everything allocated: a second
+    // copy of the model's state.
+    (
+        "pt-request-mirrors-allocated.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    // The same run asking for a tensor of another size: the batch stays in play.
+    (
+        "pt-request-unlike-allocated-near-miss.log",
+        "device-oom",
+        Undetermined(&["model-too-large", "batch-misconfiguration"]),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",
@@ -487,6 +500,12 @@ fn size_and_placement_findings_need_their_numbers() {
     assert!(contender_hears("pt-4g-card-small-request.log"));
     assert!(!contender_hears("pt-4g-card-shared-near-miss.log"));
     assert!(!says("pt-4g-card-shared-near-miss.log", full));
+    let mirrors = "the 12.71 GiB request is the size of all 12.74 GiB already allocated";
+    assert!(says("pt-request-mirrors-allocated.log", mirrors));
+    assert!(!says(
+        "pt-request-unlike-allocated-near-miss.log",
+        "the 10.50 GiB request is the size"
+    ));
     let any_weights = "even at 16 bits a parameter, the 7.0B-parameter model's weights";
     assert!(says(
         "vllm-second-instance-continued-command.log",

@@ -301,6 +301,20 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["model-too-large", "batch-misconfiguration"]),
     ),
+    // Ollama's runner died of a bare CUDA error (the paste cut ggml's `current device:`
+    // line) after a partial offload: the runner's, not PyTorch's, and the layers are the fix.
+    (
+        "ollama-partial-offload-cublas.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    // Every layer offloaded with room to spare by Ollama's own estimate: something else
+    // may have taken the memory.
+    (
+        "ollama-full-offload-cublas-near-miss.log",
+        "device-oom",
+        Undetermined(&["model-too-large", "memory-contention"]),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",
@@ -500,6 +514,13 @@ fn size_and_placement_findings_need_their_numbers() {
     assert!(contender_hears("pt-4g-card-small-request.log"));
     assert!(!contender_hears("pt-4g-card-shared-near-miss.log"));
     assert!(!says("pt-4g-card-shared-near-miss.log", full));
+    let partial = first("ollama-partial-offload-cublas.log");
+    assert_eq!(partial.engine, "ollama");
+    assert!(
+        partial.fixes[0]
+            .title
+            .starts_with("Offload 29 layers instead of 31")
+    );
     let mirrors = "the 12.71 GiB request is the size of all 12.74 GiB already allocated";
     assert!(says("pt-request-mirrors-allocated.log", mirrors));
     assert!(!says(

@@ -192,12 +192,33 @@ impl LogAnalyzer {
 
     fn failure(
         &mut self,
-        f: Failure,
+        mut f: Failure,
         prov: Provenance,
         meta: crate::ingest::log::clean::LineMeta,
         hit: &Hit<'_>,
     ) {
         let line_no = hit.line_no;
+        // A bare CUDA error line (`CUDA error: out of memory`, `CUBLAS_STATUS_ALLOC_FAILED`)
+        // reads as PyTorch's, but llama.cpp's ggml prints the same words, and Ollama's runner
+        // is llama.cpp: in a log that engine runs, the failure is its own (a paste that cut
+        // ggml's `current device:` line after it left nothing else to tell).
+        if f.engine == engines::id::PYTORCH
+            && matches!(
+                self.context_engine,
+                Some(engines::id::LLAMACPP | engines::id::OLLAMA)
+            )
+            && matches!(
+                f.get("oom.wording").and_then(Value::as_str),
+                Some("cuda-runtime" | "cuda-library")
+            )
+        {
+            f.engine = self.context_engine.expect("matched above");
+            // ggml allocates through the CUDA runtime as a matter of course: none of PyTorch's
+            // reading of a runtime failure beside its caching allocator applies.
+            f.facts
+                .retain(|(n, ..)| *n != "oom.wording" && *n != "oom.outside_allocator");
+            f.fact("oom.wording", "ggml", None);
+        }
         // A shell's bare `Killed` just after a Python error is the same death (a launcher
         // killing what is left of the job), not a second, host-memory incident.
         let shell_kill = f.wrapper

@@ -202,17 +202,17 @@ impl LogAnalyzer {
         // reads as PyTorch's, but llama.cpp's ggml prints the same words, and Ollama's runner
         // is llama.cpp: in a log that engine runs, the failure is its own (a paste that cut
         // ggml's `current device:` line after it left nothing else to tell).
-        if f.engine == engines::id::PYTORCH
-            && matches!(
-                self.context_engine,
-                Some(engines::id::LLAMACPP | engines::id::OLLAMA)
-            )
-            && matches!(
-                f.get("oom.wording").and_then(Value::as_str),
-                Some("cuda-runtime" | "cuda-library")
-            )
-        {
-            f.engine = self.context_engine.expect("matched above");
+        let ggml_engine = self
+            .context_engine
+            .filter(|e| matches!(*e, engines::id::LLAMACPP | engines::id::OLLAMA));
+        if let Some(ctx) = ggml_engine.filter(|_| {
+            f.engine == engines::id::PYTORCH
+                && matches!(
+                    f.get("oom.wording").and_then(Value::as_str),
+                    Some("cuda-runtime" | "cuda-library")
+                )
+        }) {
+            f.engine = ctx;
             // ggml allocates through the CUDA runtime as a matter of course: none of PyTorch's
             // reading of a runtime failure beside its caching allocator applies.
             f.facts

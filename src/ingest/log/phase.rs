@@ -378,7 +378,7 @@ fn frame_phase(file: &str, func: &str, source: &str) -> Option<&'static str> {
 
 /// Words naming a KV cache pool's buffers in the source line that allocates them
 /// (LightLLM's `key_buffer`/`value_buffer`/`kv_buffer`, SGLang's `k_buffer`/`v_buffer`).
-pub const KV_POOL_BUFFERS: &[&str] = &[
+const KV_POOL_BUFFERS: &[&str] = &[
     "key_buffer",
     "value_buffer",
     "kv_buffer",
@@ -976,9 +976,8 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(log), None).phase, id::UNKNOWN);
     }
 
-    /// Only the failing source line survived the paste, with no frame above it: its call is
-    /// read as an innermost frame's would be, and a KV pool's buffers allocated in it are the
-    /// engine's start-up. A tensor moved, a layer called or a buffer of another kind is not.
+    /// Wrapping a model for data parallelism places it on the devices: loading, whether a
+    /// frame or a lone source line shows the call.
     #[test]
     fn wrapping_a_model_for_data_parallel_is_loading() {
         let tb = "  File \"/work/train.py\", line 88, in main\n    model = DistributedDataParallel(model, device_ids=[local_rank])";
@@ -987,6 +986,9 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(log), None).phase, id::MODEL_LOAD);
     }
 
+    /// Only the failing source line survived the paste, with no frame above it: its call is
+    /// read as an innermost frame's would be, and a KV pool's buffers allocated in it are the
+    /// engine's start-up. A tensor moved, a layer called or a buffer of another kind is not.
     #[test]
     fn a_lone_source_line_names_its_call() {
         let log = "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass";

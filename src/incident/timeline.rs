@@ -55,6 +55,15 @@ fn decide_phase(inc: &mut Incident) {
         inc.phase = id::MODEL_LOAD;
         return;
     }
+    // TensorFlow names the graph node whose op failed: an `Initializer` node is a variable
+    // (a weight or an optimizer slot) being created, which is the model being set up; a
+    // node under `gradients/` is the backward pass.
+    if let Some((p, why)) = inc.facts.str("tf.node").and_then(tf_node_phase) {
+        record(inc, "phase", p, "tf.node");
+        record(inc, "phase.evidence", &why, "tf.node");
+        inc.phase = p;
+        return;
+    }
     if let Some(p) = inc
         .facts
         .str("snapshot.oom_category")
@@ -82,6 +91,29 @@ fn decide_phase(inc: &mut Incident) {
         record(inc, "phase.evidence", &why, source);
         inc.phase = p;
     }
+}
+
+/// The phase a TensorFlow graph node's name shows, with the sentence saying why.
+fn tf_node_phase(node: &str) -> Option<(&'static str, String)> {
+    let parts: Vec<&str> = node.split('/').collect();
+    if parts
+        .iter()
+        .any(|p| *p == "Initializer" || p.starts_with("Initializer_"))
+    {
+        return Some((
+            id::MODEL_LOAD,
+            format!(
+                "TensorFlow was initialising a variable (node {node}): the model and its optimizer slots were being created"
+            ),
+        ));
+    }
+    if parts.first().is_some_and(|p| p.starts_with("gradients")) || node.contains("_grad/") {
+        return Some((
+            id::BACKWARD,
+            format!("TensorFlow was computing gradients (node {node})"),
+        ));
+    }
+    None
 }
 
 /// llama.cpp (and Ollama's runner) allocate the KV cache and the compute buffers when they

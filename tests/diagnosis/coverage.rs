@@ -315,6 +315,19 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["model-too-large", "memory-contention"]),
     ),
+    // TensorFlow 1.x names the graph node under the failed op: an Adam slot's initializer
+    // is the model being set up.
+    (
+        "tf1-adam-slot-initializer.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    // A node under `gradients/` is the backward pass: the batch stays in play.
+    (
+        "tf1-gradients-node-near-miss.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
     (
         "tgi-max-total.log",
         "kv-capacity",

@@ -101,6 +101,11 @@ pub const FACTS: &[FactDef] = &[
         "Its dtype (`float`, `half`, `bfloat16`, ...).",
     ),
     fact(
+        "tf.node",
+        Unit::Text,
+        "The graph node TensorFlow was running when the allocation failed (`[[Node: embeddings/Adam/Initializer/zeros = ...]]`, `[[{{node gradients/conv1/Conv2D_grad/Conv2DBackpropInput}}]]`).",
+    ),
+    fact(
         "tf.batch_dim",
         Unit::Count,
         "The first dimension of that shape, usually the batch size.",

@@ -130,6 +130,12 @@ static MEMORY_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
+/// The graph node TensorFlow names under a failed op (`[[Node: name = Op[...]]]` in 1.x,
+/// `[[{{node name}}]]` in 2.x), on the error's line or the one after it.
+static TF_NODE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\[\[(?:Node: |\{\{node )(?P<n>[\w/.:\-]+)").expect("static regex")
+});
+
 /// The JAX/XLA and TensorFlow recogniser.
 pub struct Xla;
 
@@ -164,6 +170,8 @@ impl Recognizer for Xla {
             "TF_FORCE_GPU_ALLOW_GROWTH",
             "set_memory_growth",
             "memory_limit=",
+            "[[Node: ",
+            "{{node ",
         ]
     }
 
@@ -183,6 +191,10 @@ impl Recognizer for Xla {
         if let Some(c) = TF_OOM.captures(tf_text) {
             out.engine(id::TENSORFLOW);
             let mut f = tf_failure(&c);
+            if let Some(n) = TF_NODE.captures(tf_text).and_then(|n| n.name("n")) {
+                let span = (tf_joined.is_none()).then_some((n.start(), n.end()));
+                f.fact("tf.node", n.as_str(), span);
+            }
             // The kernel's `OP_REQUIRES failed at ...` warning precedes the exception that
             // repeats it.
             f.wrapper = tf_text.contains("OP_REQUIRES failed");
@@ -191,6 +203,12 @@ impl Recognizer for Xla {
                 f.text = Some(joined.clone());
             }
             out.failure(f);
+            return;
+        }
+        // The node under the failed op, on the line after its message.
+        if let Some(n) = TF_NODE.captures(text).and_then(|n| n.name("n")) {
+            out.engine(id::TENSORFLOW);
+            out.fact("tf.node", n.as_str(), Some((n.start(), n.end())));
             return;
         }
         if let Some(c) = TPU_HBM.captures(text) {
@@ -720,6 +738,26 @@ mod tests {
             Observation::Fact { name: n, value } if n == name => Some(value),
             _ => None,
         })
+    }
+
+    /// The graph node under a failed op: on its own line (1.x's `[[Node: ...`) or on the
+    /// error's line (2.x's `[[{{node ...}}]]`); the phase it shows is decided later.
+    #[test]
+    fn the_failed_ops_graph_node() {
+        assert_eq!(
+            fact(
+                "\t [[Node: embeddings/Adam/Initializer/zeros = Const[dtype=DT_FLOAT, value=Tensor<type: float shape: [400000,300] values: [0 0 0]...>, _device=\"/job:localhost/replica:0/task:0/device:GPU:0\"]()]]",
+                "tf.node"
+            ),
+            Some(Value::str("embeddings/Adam/Initializer/zeros"))
+        );
+        let f = failure("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[64,256,128,128] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc [[{{node gradients/conv3/Conv2D_grad/Conv2DBackpropInput}}]]").unwrap();
+        assert_eq!(
+            f.get("tf.node"),
+            Some(&Value::str(
+                "gradients/conv3/Conv2D_grad/Conv2DBackpropInput"
+            ))
+        );
     }
 
     /// X-1..X-7 and the configuration lines.

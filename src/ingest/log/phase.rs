@@ -386,35 +386,50 @@ const KV_POOL_BUFFERS: &[&str] = &[
     "v_buffer",
 ];
 
-/// What the failing source line of a paste that kept no frame says of the phase: the call
-/// it makes, or a KV pool's buffers it allocates. Read from the two lines above the error
-/// (the source line, and a `^^^^` marker under it on Python 3.11+).
-fn lone_source_line(preceding: &[CleanLine]) -> Option<(&'static str, String)> {
-    let t = preceding
-        .iter()
-        .take(2)
-        .map(|l| l.text.trim())
-        .find(|t| !t.is_empty() && !t.starts_with('^') && !t.starts_with('~'))?;
-    if t.starts_with("File ") || t.contains("Error") || t.contains("Traceback") {
+/// What the failing source line says of the phase: the innermost frame's (`file` its file),
+/// or, in a paste that kept no frame, the line above the error. A KV pool's buffers
+/// allocated in it (`self.value_buffer = [torch.empty((size, head_num, ...`) are an engine
+/// sizing its KV cache at start-up; the call it makes is read as a frame would be
+/// (`model = AutoModel.from_pretrained(...)`, `loss.backward()`,
+/// `Variable._execution_engine.run_backward(`), except a `.to()` or `.cuda()`, which may move
+/// a tensor as well as a model; Adam's state in it (`denom = (exp_avg_sq.sqrt() / ...`)
+/// means the optimizer's step was running.
+fn failing_source_line(t: &str, file: Option<&str>) -> Option<(&'static str, String)> {
+    if file.is_none() && (t.starts_with("File ") || t.contains("Error") || t.contains("Traceback"))
+    {
         return None;
     }
     let allocates = ["torch.empty(", "torch.zeros(", "torch.ones("]
         .iter()
         .any(|a| t.contains(a));
-    if allocates {
-        if let Some(b) = KV_POOL_BUFFERS.iter().find(|b| t.contains(*b)) {
-            return Some((
-                id::ENGINE_STARTUP,
-                format!("{b} (the KV pool buffers allocated in the failing source line)"),
-            ));
-        }
+    if let Some(b) = KV_POOL_BUFFERS.iter().find(|b| allocates && t.contains(*b)) {
+        return Some((
+            id::ENGINE_STARTUP,
+            format!("{b} (the KV pool buffers allocated in the failing source line)"),
+        ));
     }
-    let name = CALL.captures(t).map(|c| c["name"].to_string())?;
-    if moves_a_model(&name) {
-        return None;
+    let called = CALL
+        .captures(t)
+        .map(|c| c["name"].to_string())
+        .filter(|name| !moves_a_model(name))
+        .and_then(|name| frame_phase("", &name, t).map(|p| (p, name)));
+    if let Some((p, name)) = called {
+        let origin = match file {
+            Some(f) => format!("called from {f}"),
+            None => "called in the failing source line".to_string(),
+        };
+        return Some((p, format!("{name} ({origin})")));
     }
-    let p = frame_phase("", &name, t)?;
-    Some((p, format!("{name} (called in the failing source line)")))
+    // `exp_avg_sq` also covers AMSGrad's `max_exp_avg_sq`.
+    ["exp_avg_sq", "exp_avg"]
+        .into_iter()
+        .find(|w| t.contains(w))
+        .map(|state| {
+            (
+                id::OPTIMIZER_STEP,
+                format!("{state} (the optimizer's state, in the failing source line)"),
+            )
+        })
 }
 
 /// The phase a recogniser's marker names.
@@ -440,7 +455,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // 1. The traceback directly above the error: frames up to the "Traceback" header.
     // (file, function, the frame's source line or "").
     let mut frames: Vec<(String, String, String)> = Vec::new();
-    // The call the innermost frame shown was making, from its source line.
+    // The innermost frame shown and its source line: the call that failed.
     let mut innermost_call: Option<(String, String)> = None;
     let mut saw_frames = false;
     for (i, l) in preceding.iter().take(400).enumerate() {
@@ -491,10 +506,12 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                     .checked_sub(1 + name_piece)
                     .map_or("", |j| preceding[j].text.trim());
                 if frames.is_empty() {
-                    innermost_call = i
-                        .checked_sub(1)
-                        .and_then(|j| CALL.captures(preceding[j].text.trim()))
-                        .map(|c| (file.as_str().to_string(), c["name"].to_string()));
+                    innermost_call = i.checked_sub(1).map(|j| {
+                        (
+                            file.as_str().to_string(),
+                            preceding[j].text.trim().to_string(),
+                        )
+                    });
                 }
                 frames.push((file.as_str().to_string(), func, source.to_string()));
                 saw_frames = true;
@@ -625,49 +642,22 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         }
     }
     // A traceback cut to the user's own frames (a debugger's or an IDE's report, the last
-    // lines of one pasted) names no library function, but the innermost frame's source
-    // line shows the call that failed (`model = AutoModel.from_pretrained(...)`,
-    // `loss.backward()`). A `.to()` or `.cuda()` there may move a tensor as well as a
-    // model, so those say nothing.
+    // lines of one pasted) names no library function, and a paste may keep no frame at all,
+    // only the source line above the error: that line shows what failed (see
+    // `failing_source_line`).
     if best.is_none() {
-        if let Some((file, name)) = &innermost_call {
-            if let Some(p) = (!moves_a_model(name))
-                .then(|| frame_phase("", name, ""))
-                .flatten()
-            {
-                best = Some((0, p, format!("{name} (called from {file})")));
-            }
-        }
-    }
-    // A paste that keeps only the failing source line above the error (no frame at all):
-    // the call it makes is read as the innermost frame's would be
-    // (`Variable._execution_engine.run_backward(` is the backward pass), and a KV pool's
-    // buffers allocated in it (`self.value_buffer = [torch.empty((size, head_num, ...`)
-    // are an engine sizing its KV cache at start-up.
-    if best.is_none() && frames.is_empty() {
-        if let Some((p, ev)) = lone_source_line(preceding) {
+        let source = match &innermost_call {
+            Some((file, text)) => Some((text.as_str(), Some(file.as_str()))),
+            None if frames.is_empty() => preceding
+                .iter()
+                .take(2)
+                .map(|l| l.text.trim())
+                .find(|t| !t.is_empty() && !t.starts_with('^') && !t.starts_with('~'))
+                .map(|t| (t, None)),
+            None => None,
+        };
+        if let Some((p, ev)) = source.and_then(|(t, file)| failing_source_line(t, file)) {
             best = Some((0, p, ev));
-        }
-    }
-    // A paste that keeps only the failing source line above the error: Adam's state in it
-    // (`denom = (exp_avg_sq.sqrt() / ...`) means the optimizer's step was running.
-    if best.is_none() {
-        if let Some(state) = preceding.iter().take(2).find_map(|l| {
-            let t = l.text.trim();
-            (!t.starts_with("File ") && !t.contains("Error"))
-                .then(|| {
-                    // `exp_avg_sq` also covers AMSGrad's `max_exp_avg_sq`.
-                    ["exp_avg_sq", "exp_avg"]
-                        .into_iter()
-                        .find(|w| t.contains(w))
-                })
-                .flatten()
-        }) {
-            best = Some((
-                0,
-                id::OPTIMIZER_STEP,
-                format!("{state} (the optimizer's state, in the failing source line)"),
-            ));
         }
     }
     let training_loop = saw_loss_log || in_training_step;

@@ -244,6 +244,12 @@ pub(crate) fn continues_command(line: &Line<'_>, is_command: fn(&str) -> bool) -
     if !line.text.trim_start().starts_with('-') {
         return false;
     }
+    // The line just above first: most flag-like lines continue nothing, and cleaning forty
+    // lines for each would be work done for no command.
+    let continued = |l: &crate::ingest::log::clean::CleanLine| l.text.trim_end().ends_with('\\');
+    if !line.preceding(1).first().is_some_and(continued) {
+        return false;
+    }
     for prev in line.preceding(40) {
         let t = prev.text.trim_end();
         if !t.ends_with('\\') {

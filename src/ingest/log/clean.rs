@@ -235,7 +235,25 @@ pub fn strip_ansi(text: &str) -> std::borrow::Cow<'_, str> {
     {
         return std::borrow::Cow::Borrowed(text);
     }
-    ANSI.replace_all(text, "")
+    ANSI.replace_all(text, |c: &regex::Captures<'_>| {
+        let m = c.get(0).expect("group 0");
+        if m.as_str() == "[m" && is_bracket_tag(&text.as_bytes()[m.end()..]) {
+            m.as_str().to_string()
+        } else {
+            String::new()
+        }
+    })
+}
+
+/// Whether the bytes after a `[m` finish a bracketed tag (`[malloc_or_wait]`, `[model]`,
+/// `[metal::malloc]`): a word closed by `]`. Then the `[m` is the tag's start, not a reset
+/// code that lost its ESC, which is followed by text that does not close a bracket.
+fn is_bracket_tag(after: &[u8]) -> bool {
+    let word = after
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || b"_:.-/".contains(c))
+        .count();
+    after.get(word) == Some(&b']')
 }
 
 /// Whether the text holds an SGR code whose ESC byte was lost (`[0;31m`, `[m`): a `[`, then
@@ -249,7 +267,9 @@ fn has_orphan_sgr(text: &str) -> bool {
             .iter()
             .take_while(|c| c.is_ascii_digit() || **c == b';')
             .count();
-        digits <= 16 && rest.get(digits) == Some(&b'm')
+        digits <= 16
+            && rest.get(digits) == Some(&b'm')
+            && (digits > 0 || !is_bracket_tag(&rest[1..]))
     })
 }
 
@@ -468,6 +488,20 @@ mod tests {
             "torch.OutOfMemoryError: CUDA"
         );
         assert_eq!(clean("[32mhello[0m world").text, "hello world");
+        // A reset that lost its ESC is `[m`; a bracketed tag that starts with m is a tag.
+        assert_eq!(clean("done[m next").text, "done next");
+        assert_eq!(
+            clean("RuntimeError: [malloc_or_wait] Unable to allocate 12 bytes.").text,
+            "RuntimeError: [malloc_or_wait] Unable to allocate 12 bytes."
+        );
+        assert_eq!(
+            clean("x [metal::malloc] Attempting to allocate 8 bytes[m").text,
+            "x [metal::malloc] Attempting to allocate 8 bytes"
+        );
+        assert_eq!(
+            clean("\x1b[1mload\x1b[0m [model] ready").text,
+            "load [model] ready"
+        );
     }
 
     #[test]

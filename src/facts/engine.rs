@@ -41,6 +41,8 @@ pub mod id {
     pub const RAPIDS: &str = "rapids";
     pub const NUMBA: &str = "numba";
     pub const MXNET: &str = "mxnet";
+    /// Apple's MLX (and MLX-LM), on Apple silicon's unified memory.
+    pub const MLX: &str = "mlx";
     pub const UNKNOWN: &str = "unknown";
 }
 

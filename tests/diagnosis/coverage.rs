@@ -427,12 +427,34 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "host-oom",
         Cause("host-oom"),
     ),
+    // MLX on Apple silicon: its allocator's refusal while the weights are evaluated is the
+    // model; one array past Metal's largest buffer is one operation's working memory, not
+    // the KV cache although it failed generating; a refusal after some LoRA steps ran, with
+    // no size of the machine's memory, leaves the batch and the model both in play.
+    (
+        "mlx-generate-load.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
+    (
+        "mlx-vlm-buffer-cap.log",
+        "device-oom",
+        Cause("batch-misconfiguration"),
+    ),
+    (
+        "mlx-lora-metal-malloc.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
 ];
 
 /// Look-alikes: an illegal access, warnings that mention memory, a request over the context
 /// limit, a recovered allocation, a non-fatal allocator note, a survey that killed nothing, a
 /// SIGKILL from a liveness probe, a per-buffer hardware limit.
 const NOT_OOM: &[&str] = &[
+    // `[model]` tags (not a colour code that lost its ESC) and another program's "Unable to
+    // allocate" in an MLX run that finished.
+    "mlx-notoom-tags-and-other-allocator.log",
     "pt-ipex-4gb-limit.log",
     "pt-notoom-illegal-access.log",
     "pt-notoom-warning.log",

@@ -37,6 +37,11 @@ pub const FACTS: &[FactDef] = &[
         "ONNX Runtime's `arena_extend_strategy` (kNextPowerOfTwo, the default, or kSameAsRequested).",
     ),
     fact(
+        "mlx.max_buffer_bytes",
+        Unit::Bytes,
+        "The largest buffer Metal allows, as MLX's `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum allowed buffer size of M bytes` states it: one array past it fails whatever memory is free.",
+    ),
+    fact(
         "ort.arena_available_bytes",
         Unit::Bytes,
         "What ONNX Runtime's arena had left under its `gpu_mem_limit` when a request failed (`Available memory of N is smaller than requested bytes of M`).",

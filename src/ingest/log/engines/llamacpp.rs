@@ -407,6 +407,29 @@ fn device_of_buft(buft: &str) -> Option<u32> {
 }
 
 /// Host-memory buffer types: `CPU`, `CPU_Mapped`, `CPU_REPACK`, `CUDA_Host`, `ROCm_Host`.
+/// A failed allocation in host RAM. `what` is what the buffer was for: `compute` for a
+/// compute graph reserved in RAM (its size follows -ub and the context, not the model),
+/// `host` for the rest (the weights' CPU part, a KV cache kept in RAM).
+fn host_failure(line: &Line<'_>, what: &'static str) -> Failure {
+    let mut f = Failure::new("host-oom", engine_for(line), Domain::Host);
+    f.fact("host.killer", "allocator", None)
+        .fact("oom.backend", "cpu", None)
+        .fact("llamacpp.alloc_kind", what, None);
+    f
+}
+
+/// Whether a line is the CPU backend's own failed allocation
+/// (`ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size N`, or
+/// without the size before 2024) or ggml's `failed to allocate CPU buffer of size N`.
+fn is_cpu_alloc_failure(text: &str) -> bool {
+    CPU_BUFFER_FAIL.is_match(text)
+        || (text.contains("cpu_buffer_type_alloc_buffer") && text.contains("failed to allocate"))
+        || BUFFER_FAIL
+            .captures(text)
+            .and_then(|c| c.name("buft"))
+            .is_some_and(|b| is_host_buft(b.as_str()))
+}
+
 pub(crate) fn is_host_buft(buft: &str) -> bool {
     let b = buft.to_ascii_uppercase();
     b.starts_with("CPU") || b.ends_with("_HOST") || b == "HOST"
@@ -579,11 +602,9 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
             classify(line)
         };
         let mut f = if is_host_buft(buft) {
-            let mut f = Failure::new("host-oom", engine_for(line), Domain::Host);
-            f.fact("host.killer", "allocator", None)
-                .fact("oom.backend", "cpu", None)
-                .fact("llamacpp.alloc_kind", "host", None);
-            f
+            // A compute graph reserved in RAM (a CPU-only run, or the CPU's share of a split
+            // one) is still a compute buffer: what it was for is kept.
+            host_failure(line, if kind == "compute" { "compute" } else { "host" })
         } else {
             device_failure(line, kind, backend_of(buft), device_of_buft(buft))
         };
@@ -603,10 +624,21 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         return true;
     }
     if let Some(c) = CPU_BUFFER_FAIL.captures(text) {
-        let mut f = Failure::new("host-oom", engine_for(line), Domain::Host);
-        f.fact("host.killer", "allocator", None)
-            .fact("oom.backend", "cpu", None)
-            .fact("llamacpp.alloc_kind", "host", None);
+        // The backend's line comes first; the caller's says next what the buffer was:
+        // `ggml_gallocr_reserve_n: failed to allocate CPU buffer` is the compute graph,
+        // `llama_kv_cache_init: failed to allocate buffer for kv cache` the KV cache.
+        let what = line
+            .following(2)
+            .iter()
+            .find_map(|l| {
+                if l.text.contains("gallocr") && l.text.contains("failed to allocate") {
+                    Some("compute")
+                } else {
+                    kind_of(&l.text).filter(|k| *k == "kv" || *k == "compute")
+                }
+            })
+            .unwrap_or("host");
+        let mut f = host_failure(line, what);
         if let Some(m) = c.name("bytes") {
             if let Ok(b) = m.as_str().parse::<u64>() {
                 f.fact("oom.requested_bytes", b, span(&m));
@@ -635,7 +667,8 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         out.failure(f);
         return true;
     }
-    if METAL_RUNTIME.is_match(text) {
+    // MLX's `[METAL] Command buffer execution failed` carries the same code: its recogniser's.
+    if METAL_RUNTIME.is_match(text) && !text.contains("[METAL] Command buffer") {
         let mut f = device_failure(line, "runtime", "metal", Some(0));
         // `command buffer 0 failed with status 5` lines repeat it for every buffer.
         f.wrapper = line
@@ -712,14 +745,24 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
                 .and_then(|c| c.name("buft").map(|m| m.as_str().to_string()))
                 .unwrap_or_default();
             if buft.is_empty() {
-                buft = "gpu".into();
+                // `failed to allocate compute buffers` names no buffer type: the allocation
+                // just above it that failed does (a CPU-only run's is in RAM).
+                let in_ram = line
+                    .preceding(3)
+                    .iter()
+                    .any(|l| is_cpu_alloc_failure(&l.text));
+                buft = if in_ram { "CPU" } else { "gpu" }.into();
             }
             let mut f = if is_host_buft(&buft) {
-                let mut f = Failure::new("host-oom", engine_for(line), Domain::Host);
-                f.fact("host.killer", "allocator", None)
-                    .fact("oom.backend", "cpu", None)
-                    .fact("llamacpp.alloc_kind", "host", None);
-                f
+                // A KV cache or a compute graph in RAM keeps what it was for.
+                host_failure(
+                    line,
+                    if kind == "compute" || kind == "kv" {
+                        kind
+                    } else {
+                        "host"
+                    },
+                )
             } else {
                 let kind = image_if_encoding(kind, line);
                 device_failure(line, kind, backend_of(&buft), device_of_buft(&buft))

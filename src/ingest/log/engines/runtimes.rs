@@ -35,7 +35,14 @@
 //! - RAPIDS: `MemoryError: std::bad_alloc: out_of_memory: CUDA error at: .../rmm/...`;
 //! - Numba: `CudaAPIError: [2] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY`;
 //! - MXNet: `cudaMalloc retry failed: out of memory`, `Check failed: e == cudaSuccess ...
-//!   CUDA: out of memory`.
+//!   CUDA: out of memory`;
+//! - MLX (Apple silicon, unified memory): its Metal allocator's `[malloc_or_wait] Unable to
+//!   allocate N bytes.` (2023-24), `[metal::malloc] Unable to allocate N bytes.` and `[malloc]
+//!   Unable to allocate N bytes.` (later); one array larger than the largest buffer Metal
+//!   allows, `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum
+//!   allowed buffer size of M bytes.`; and a command buffer the GPU could not back, `[METAL]
+//!   Command buffer execution failed: Insufficient Memory (...OutOfMemory)` (llama.cpp's
+//!   Metal failure has the same code after its own `ggml_metal` words).
 //!
 //! Not failures: TensorRT's builder skipping a tactic "due to insufficient memory" (it tries
 //! the next one), and its `Requested amount of GPU memory` warning alone when the build goes on
@@ -143,6 +150,16 @@ static CUDA_ALLOC_OOM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"cudaMalloc\w*(?:\([^)]*\))? failed: out of memory|Check failed: error == cudaSuccess \(2 vs\. 0\)\s+out of memory|calling cudaMalloc.*reason: out of memory|^CUDA Error: out of memory")
         .expect("static regex")
 });
+/// MLX's allocator refused a buffer (see the module doc for its three wordings).
+static MLX_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\[(?:malloc_or_wait|metal::malloc|malloc)\] Unable to allocate (?P<req>\d+) bytes")
+        .expect("static regex")
+});
+/// One array larger than Metal's largest buffer, read whole across a hard wrap.
+static MLX_BUFFER_CAP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\[metal::malloc\] Attempting to\s+allocate\s+(?P<req>\d+)\s+bytes\s+which\s+is\s+greater\s+than\s+the\s+maximum\s+allowed\s+buffer\s+size\s+of\s+(?P<cap>\d+)\s+bytes")
+        .expect("static regex")
+});
 static MXNET: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory")
         .expect("static regex")
@@ -204,6 +221,10 @@ impl Recognizer for Runtimes {
             "cudaSuccess (2 vs. 0)",
             "reason: out of memory",
             "CUDA Error: out of memory",
+            // MLX.
+            "] Unable to allocate",
+            "[metal::malloc]",
+            "[METAL] Command buffer execution failed",
         ]
     }
 
@@ -404,6 +425,11 @@ impl Recognizer for Runtimes {
             out.failure(f);
             return;
         }
+        if let Some(f) = mlx_failure(line, out) {
+            out.engine(id::MLX);
+            out.failure(f);
+            return;
+        }
         if MXNET.is_match(text) {
             out.engine(id::MXNET);
             out.failure(device_oom(id::MXNET, "mxnet"));
@@ -473,6 +499,31 @@ fn device_oom(engine: &'static str, wording: &'static str) -> Failure {
     f
 }
 
+/// MLX's failed allocation on the line (joined with the pieces a hard wrap cut off it):
+/// Metal, and its request; for an array over Metal's largest buffer, that cap too.
+fn mlx_failure(line: &Line<'_>, out: &mut Emit) -> Option<Failure> {
+    let text = line.text;
+    let mut f = Failure::new("device-oom", id::MLX, Domain::Device);
+    f.fact("oom.backend", "metal", None)
+        .fact("oom.wording", "mlx", None);
+    if let Some(c) = MLX_OOM.captures(text) {
+        bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
+    } else if let Some((whole, used)) = whole_message(line, "[metal::malloc]", &MLX_BUFFER_CAP) {
+        let c = MLX_BUFFER_CAP
+            .captures(&whole)
+            .expect("whole_message matched");
+        bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
+        bytes_fact(&mut f, "mlx.max_buffer_bytes", &c, "cap");
+        drop(c);
+        joined_text(&mut f, whole, used, out);
+    } else if !(text.contains("[METAL] Command buffer execution failed")
+        && text.contains("OutOfMemory"))
+    {
+        return None;
+    }
+    Some(f)
+}
+
 /// A plain byte count from a capture group.
 fn bytes_fact(f: &mut Failure, fact: &'static str, c: &regex::Captures<'_>, group: &str) {
     if let Some(m) = c.name(group) {
@@ -514,6 +565,51 @@ mod tests {
 
     fn num(f: &Failure, name: &str) -> Option<f64> {
         f.get(name).and_then(Value::as_f64)
+    }
+
+    #[test]
+    fn mlx_allocator_failures_are_metal_with_their_sizes() {
+        for (text, req, cap) in [
+            (
+                "libc++abi: terminating due to uncaught exception of type std::runtime_error: [malloc_or_wait] Unable to allocate 12 bytes.",
+                Some(12.0),
+                None,
+            ),
+            (
+                "RuntimeError: [metal::malloc] Unable to allocate 4294967296 bytes.",
+                Some(4294967296.0),
+                None,
+            ),
+            (
+                "[malloc] Unable to allocate 805306368 bytes.",
+                Some(805306368.0),
+                None,
+            ),
+            (
+                "ValueError: [metal::malloc] Attempting to allocate 134767706112 bytes which is greater than the maximum allowed buffer size of 86586540032 bytes.",
+                Some(134767706112.0),
+                Some(86586540032.0),
+            ),
+            (
+                "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+                None,
+                None,
+            ),
+        ] {
+            let out = run(text);
+            let f = failure(&out);
+            assert_eq!((f.engine, f.kind), (id::MLX, "device-oom"), "{text}");
+            assert_eq!(f.get("oom.backend"), Some(&Value::from("metal")), "{text}");
+            assert_eq!(num(f, "oom.requested_bytes"), req, "{text}");
+            assert_eq!(num(f, "mlx.max_buffer_bytes"), cap, "{text}");
+        }
+        // Other programs' "Unable to allocate" (no allocator tag) are not MLX's.
+        let out = run("ERROR: Unable to allocate 4096 bytes for capture frame.");
+        assert!(
+            !out.records
+                .iter()
+                .any(|r| matches!(r.obs, Observation::Failure(_)))
+        );
     }
 
     #[test]

@@ -93,6 +93,8 @@ impl Recognizer for Training {
             "Gradient Accumulation",
             "gradient_checkpointing",
             "Running training",
+            // MLX-LM's `Starting training..., iters: 600`.
+            "Starting training",
             "Running Evaluation",
             "Running Prediction",
             "trainable params",
@@ -137,7 +139,7 @@ impl Recognizer for Training {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if text.contains("Running training") {
+        if text.contains("Running training") || text.contains("Starting training...") {
             out.phase(PhaseMark::TrainingStart);
         }
         if text.contains("Running Evaluation")

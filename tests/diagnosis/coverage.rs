@@ -446,6 +446,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "device-oom",
         Undetermined(&["batch-misconfiguration", "model-too-large"]),
     ),
+    // mlx_lm.server out of memory after serving requests: it keeps earlier prompts' KV
+    // caches, so memory that grew with requests leads, and its prompt-cache bound is the fix.
+    (
+        "mlx-server-command-buffer.log",
+        "device-oom",
+        Undetermined(&["memory-leak", "batch-misconfiguration"]),
+    ),
 ];
 
 /// Look-alikes: an illegal access, warnings that mention memory, a request over the context
@@ -499,6 +506,17 @@ fn every_engine_and_cause_gives_its_verdict() {
 
 /// Findings that read a number only some logs give fire on it and only on it: the near-miss
 /// of each fixture pair differs in that number alone.
+/// MLX's knobs follow the tool the command line ran: a LoRA run's batch, a server's prompt
+/// cache, and for one array past Metal's buffer cap the input, whatever the tool.
+#[test]
+fn mlx_fixes_follow_the_tool_that_ran() {
+    let action = |file: &str| first(file).fixes[0].action.clone();
+    assert!(action("mlx-lora-metal-malloc.log").contains("--batch-size 1"));
+    assert!(action("mlx-server-command-buffer.log").contains("--prompt-cache-bytes"));
+    assert!(action("mlx-vlm-buffer-cap.log").starts_with("resize the image"));
+    assert!(action("mlx-generate-load.log").contains("-q"));
+}
+
 #[test]
 fn size_and_placement_findings_need_their_numbers() {
     let says = |file: &str, prefix: &str| {

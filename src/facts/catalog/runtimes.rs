@@ -37,6 +37,11 @@ pub const FACTS: &[FactDef] = &[
         "ONNX Runtime's `arena_extend_strategy` (kNextPowerOfTwo, the default, or kSameAsRequested).",
     ),
     fact(
+        "mlx.tool",
+        Unit::Text,
+        "The MLX-LM tool the command line runs: `lora` (mlx_lm.lora, mlx-examples' lora.py --train), `server` (mlx_lm.server) or `generate` (mlx_lm.generate, mlx_lm.chat, mlx_vlm.generate).",
+    ),
+    fact(
         "mlx.max_buffer_bytes",
         Unit::Bytes,
         "The largest buffer Metal allows, as MLX's `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum allowed buffer size of M bytes` states it: one array past it fails whatever memory is free.",

@@ -199,7 +199,9 @@ static PREFIXES: LazyLock<Vec<Prefix>> = LazyLock::new(|| {
             r"^(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.,][0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?):?\s+(?:-\s+)?(?:(?P<level>TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL)\b:?\s*(?:-\s+)?)?",
         ),
         // TF absl after its timestamp: `: W tensorflow/tsl/framework/bfc_allocator.cc:485] `
-        p(r"^(?P<level>[IWEF])\s+[A-Za-z0-9_./-]+\.(?:cc|h|cpp):[0-9]+\]\s*"),
+        // The source path is kept as the line's tag: `tensorflow/...` is TensorFlow's,
+        // `external/xla/...` jaxlib's, for the allocator messages both runtimes print.
+        p(r"^(?P<level>[IWEF])\s+(?P<tag>[A-Za-z0-9_./-]+\.(?:cc|h|cpp)):[0-9]+\]\s*"),
         // TGI tracing targets: `shard-manager: text_generation_launcher: `
         p(
             r"^(?:(?:shard-manager|download|webserver|warmup|text_generation_[a-z_]+|text_generation_launcher)(?:\{[^}]*\})?:\s+)+",

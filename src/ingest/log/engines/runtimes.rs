@@ -160,6 +160,13 @@ static MLX_BUFFER_CAP: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\[metal::malloc\] Attempting to\s+allocate\s+(?P<req>\d+)\s+bytes\s+which\s+is\s+greater\s+than\s+the\s+maximum\s+allowed\s+buffer\s+size\s+of\s+(?P<cap>\d+)\s+bytes")
         .expect("static regex")
 });
+/// The MLX tool a command line runs: MLX-LM's `mlx_lm.lora` / `python -m mlx_lm lora` (and
+/// mlx-examples' `lora.py --train`), `mlx_lm.server`, `mlx_lm.generate` / `mlx_lm.chat` /
+/// `mlx_vlm.generate`.
+static MLX_TOOL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bmlx_(?:lm|vlm)(?:\.|\s+)(?P<tool>lora|fuse|server|generate|chat)\b|\blora\.py\b.*--train\b")
+        .expect("static regex")
+});
 static MXNET: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory")
         .expect("static regex")
@@ -222,6 +229,9 @@ impl Recognizer for Runtimes {
             "reason: out of memory",
             "CUDA Error: out of memory",
             // MLX.
+            "mlx_lm",
+            "mlx_vlm",
+            "lora.py",
             "] Unable to allocate",
             "[metal::malloc]",
             "[METAL] Command buffer execution failed",
@@ -424,6 +434,16 @@ impl Recognizer for Runtimes {
             joined_text(&mut f, whole, used, out);
             out.failure(f);
             return;
+        }
+        if let Some(c) = MLX_TOOL.captures(text) {
+            // What the run was doing decides which knobs there are: a LoRA run's batch and
+            // sequence length, a server's prompt cache, a generation's KV cache.
+            let tool = match c.name("tool").map_or("lora", |m| m.as_str()) {
+                "lora" | "fuse" => "lora",
+                "server" => "server",
+                _ => "generate",
+            };
+            out.fact("mlx.tool", tool, c.get(0).map(|m| (m.start(), m.end())));
         }
         if let Some(f) = mlx_failure(line, out) {
             out.engine(id::MLX);

@@ -629,6 +629,13 @@ fn xla_engine(line: &Line<'_>) -> &'static str {
     if t.contains("tensorflow") || t.contains("ResourceExhaustedError") {
         return id::TENSORFLOW;
     }
+    // The source path of the line's absl prefix (`W tensorflow/core/common_runtime/
+    // bfc_allocator.cc:457]`; jaxlib's are under `external/xla/`).
+    match line.meta.tag.as_deref() {
+        Some(p) if p.starts_with("tensorflow/") => return id::TENSORFLOW,
+        Some(p) if p.contains("xla/") || p.contains("jax") => return id::JAX,
+        _ => {}
+    }
     let mut engine = None;
     walk_back(line, 300, |raw| {
         if raw.contains("jax") || raw.contains("XLA_PYTHON") || raw.contains("XlaRuntimeError") {
@@ -758,6 +765,29 @@ mod tests {
                 "gradients/conv3/Conv2D_grad/Conv2DBackpropInput"
             ))
         );
+    }
+
+    /// Both runtimes print the BFC allocator's report; its absl prefix's source path says
+    /// whose it is when nothing else in the paste does.
+    #[test]
+    fn the_allocators_source_path_names_the_runtime() {
+        for (log, engine) in [
+            (
+                "2021-12-03 08:48:43.805276: W tensorflow/core/common_runtime/bfc_allocator.cc:457] Allocator (GPU_0_bfc) ran out of memory trying to allocate 73.50MiB (rounded to 77070336)requested by op Mul\n",
+                "tensorflow",
+            ),
+            (
+                "2024-03-01 10:00:00.000000: W external/xla/xla/tsl/framework/bfc_allocator.cc:482] Allocator (GPU_0_bfc) ran out of memory trying to allocate 73.50MiB (rounded to 77070336)requested by op\n",
+                "jax",
+            ),
+        ] {
+            let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
+            let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+                .unwrap()
+                .0;
+            assert_eq!(ev.incidents.len(), 1, "{log}");
+            assert_eq!(ev.incidents[0].engine, engine, "{log}");
+        }
     }
 
     /// X-1..X-7 and the configuration lines.

@@ -47,6 +47,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     ),
     ("pt-cuda-legacy-cached.log", "device-oom", Undetermined(&[])),
     ("pt-hip-frag.log", "device-oom", Cause("fragmentation")),
+    // A notebook paste: IPython's header names the exception, the frames follow it, and the
+    // message at the bottom was cut. Nothing sizes it; the frames below say backward.
+    (
+        "pt-ipython-header-cut-message.log",
+        "device-oom",
+        Undetermined(&["batch-misconfiguration", "model-too-large"]),
+    ),
     ("pt-xpu-load.log", "device-oom", Cause("model-too-large")),
     ("pt-xpu-old-nofree.log", "device-oom", Undetermined(&[])),
     (
@@ -459,6 +466,8 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
 /// limit, a recovered allocation, a non-fatal allocator note, a survey that killed nothing, a
 /// SIGKILL from a liveness probe, a per-buffer hardware limit.
 const NOT_OOM: &[&str] = &[
+    // IPython's header for another exception.
+    "pt-notoom-ipython-other-exception.log",
     // `[model]` tags (not a colour code that lost its ESC) and another program's "Unable to
     // allocate" in an MLX run that finished.
     "mlx-notoom-tags-and-other-allocator.log",
@@ -515,6 +524,13 @@ fn mlx_fixes_follow_the_tool_that_ran() {
     assert!(action("mlx-server-command-buffer.log").contains("--prompt-cache-bytes"));
     assert!(action("mlx-vlm-buffer-cap.log").starts_with("resize the image"));
     assert!(action("mlx-generate-load.log").contains("-q"));
+}
+
+/// IPython prints the frames below its header: read upwards from their end, they decide the
+/// phase as the frames above an error do.
+#[test]
+fn frames_below_an_ipython_header_decide_the_phase() {
+    assert_eq!(first("pt-ipython-header-cut-message.log").phase, "backward");
 }
 
 #[test]

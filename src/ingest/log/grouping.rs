@@ -15,12 +15,14 @@
 //!   the phase decided from the lines just before it.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use regex::Regex;
 
 use crate::facts::evidence::{Facts, InputName, Provenance, Value};
 use crate::ingest::log::clean::{CleanLine, clean_line, split_packed, strip_prefixes};
 use crate::ingest::log::engines::{self, Emit, Failure, Observation, PhaseMark, Record};
-use crate::ingest::log::scanner::{Hit, LineSink, lines_back};
+use crate::ingest::log::scanner::{Hit, LineSink, lines_back, lines_forward};
 
 use crate::incident::Incident;
 use crate::ingest::log::phase;
@@ -356,6 +358,21 @@ impl LogAnalyzer {
             .marker
             .map(|(m, at)| (m, line_no.saturating_sub(at).max(1)));
         let mut decision = phase::decide(&preceding, marker);
+        // IPython heads a traceback with the exception's class (`OutOfMemoryError   Traceback
+        // (most recent call last)`) and prints the frames below it, innermost last: read
+        // upwards from the end of those frames they are a traceback above its error.
+        if !by_frames(&decision)
+            && memchr::memmem::find(hit.raw, TRACEBACK_HEADER.as_bytes()).is_some()
+        {
+            let below = frames_below(hit);
+            let from_below = phase::decide(&below, None);
+            if by_frames(&from_below) {
+                decision.phase = from_below.phase;
+                decision.frames = from_below.frames;
+                decision.evidence = from_below.evidence;
+                decision.training_loop |= from_below.training_loop;
+            }
+        }
         // An engine refusing to start because its KV cache or budget does not fit is a
         // start-up check by definition, whatever the lines around it say.
         if decision.phase == crate::facts::phase::id::UNKNOWN
@@ -526,6 +543,41 @@ fn signature(f: &Failure) -> String {
 
 /// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before
 /// the failing one, then the look-back window.
+/// The header IPython and Python print above a traceback.
+const TRACEBACK_HEADER: &str = "Traceback (most recent call last)";
+
+/// Whether a phase was read from traceback frames (the strongest reading).
+fn by_frames(decision: &phase::PhaseDecision) -> bool {
+    decision
+        .evidence
+        .as_deref()
+        .is_some_and(|e| e.starts_with("traceback frame"))
+}
+
+/// The lines of the traceback below an IPython header, nearest the (missing or cut) error
+/// first, as [`preceding_lines`] orders the lines above an error: up to the exception's
+/// own line (`OutOfMemoryError: CUDA out of memory...`), the next header, or 400 lines.
+fn frames_below(hit: &Hit<'_>) -> Vec<CleanLine> {
+    let mut below: Vec<CleanLine> = Vec::new();
+    for raw in lines_forward(hit.after).take(400) {
+        let line = clean_line(raw);
+        let t = line.text.trim_start();
+        if t.contains(TRACEBACK_HEADER) || EXCEPTION_LINE.is_match(t) {
+            break;
+        }
+        below.push(line);
+    }
+    below.reverse();
+    below
+}
+
+/// An exception's own line at the bottom of a traceback: `torch.OutOfMemoryError: ...`,
+/// `RuntimeError: ...`.
+static EXCEPTION_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:")
+        .expect("static regex")
+});
+
 fn preceding_lines(hit: &Hit<'_>, failure_text: Option<&str>) -> Vec<CleanLine> {
     let mut out = Vec::new();
     let cleaned = clean_line(hit.raw);

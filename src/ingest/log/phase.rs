@@ -233,17 +233,19 @@ const STEP_FUNCTIONS: &[&str] = &[
     "training_loop",
 ];
 
-/// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
-/// inside its box (`│ /path/x.py:3 in f │`, the path sometimes wrapped onto the line before),
-/// and as IPython prints it (`~/lib/x.py in f(self, a)`, `<ipython-input-8-..> in <module>`).
 /// A source line's outermost call: `model = AutoModel.from_pretrained(`, `loss.backward()`,
 /// `return self.generate(`.
 static CALL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:return\s+|await\s+)?(?:[\w.\[\]]+(?:\s*,\s*[\w.\[\]]+)*\s*=\s*)?(?:await\s+)?(?:[\w\[\]]+\.)*(?P<name>\w+)\(")
         .expect("static regex")
 });
+/// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
+/// inside its box (`│ /path/x.py:3 in f │`, the path sometimes wrapped onto the line before),
+/// and as IPython prints it (`~/lib/x.py in f(self, a)`, `<ipython-input-8-..> in <module>`;
+/// IPython 8: `File ~/lib/trainer.py:2113, in Trainer.evaluate(self, ...)`, the method's
+/// class dropped).
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)"#)
+    Regex::new(r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)|^\s*File (?P<jfile>(?:~|/|[A-Za-z]:\\)\S*?\.py):\d+, in (?:[\w<>]+\.)*(?P<jfunc>[\w<>]+)"#)
         .expect("static regex")
 });
 /// A progress bar's counter: tqdm's `| 450/1000 [`, and rich's (Lightning's RichProgressBar)
@@ -477,8 +479,16 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             });
         let text = joined.as_deref().unwrap_or(&l.text);
         if let Some(c) = FRAME.captures(text) {
-            let file = c.name("file").or(c.name("rfile")).or(c.name("ifile"));
-            let func = c.name("func").or(c.name("rfunc")).or(c.name("ifunc"));
+            let file = c
+                .name("file")
+                .or(c.name("rfile"))
+                .or(c.name("ifile"))
+                .or(c.name("jfile"));
+            let func = c
+                .name("func")
+                .or(c.name("rfunc"))
+                .or(c.name("ifunc"))
+                .or(c.name("jfunc"));
             if let (Some(file), Some(func)) = (file, func) {
                 let mut func = func.as_str().to_string();
                 // Lines the function name's piece took: the source line follows them.

@@ -251,6 +251,9 @@ impl Recognizer for PyTorch {
             if is_async {
                 f.fact("torch.async_allocator", true, None);
             }
+            // The header heads the traceback whose last line, when the paste has it, is the
+            // message itself: the header restates it.
+            f.wrapper = c.name("ipython").is_some();
             out.failure(f);
             return;
         }
@@ -856,9 +859,11 @@ fn recognize_async(line: &Line<'_>, head: &regex::Captures<'_>, out: &mut Emit) 
 
 /// The exception class alone, without the allocator's sentence: ComfyUI's error report
 /// (`Exception Type: torch.cuda.OutOfMemoryError`, `Exception Message: Allocation on device`),
-/// tools that print only `type(e).__name__`, a message truncated after the class.
+/// tools that print only `type(e).__name__`, a message truncated after the class, and
+/// IPython's traceback header (`OutOfMemoryError      Traceback (most recent call last)`),
+/// which a notebook paste keeps when the message at the bottom is cut.
 static BARE_CLASS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[-*\s]*(?:\*\*)?Exception Type:(?:\*\*)?\s*)?(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*(?::|$)|^(?:!!! Exception during processing !!!\s*)?Allocation on device\s*\d*\s*$")
+    Regex::new(r"^(?:[-*\s]*(?:\*\*)?Exception Type:(?:\*\*)?\s*)?(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*(?::|$|(?P<ipython>Traceback \(most recent call last\)))|^(?:!!! Exception during processing !!!\s*)?Allocation on device\s*\d*\s*$")
         .expect("static regex")
 });
 
@@ -1379,6 +1384,18 @@ mod pasted_shapes {
         assert!(first_failure("torch.cuda.OutOfMemoryError: Allocation on device ").is_some());
         assert!(
             first_failure("!!! Exception during processing !!! Allocation on device").is_some()
+        );
+        assert!(
+            first_failure(
+                "OutOfMemoryError                          Traceback (most recent call last)"
+            )
+            .is_some()
+        );
+        assert!(
+            first_failure(
+                "ValueError                                Traceback (most recent call last)"
+            )
+            .is_none()
         );
         assert!(first_failure("    except torch.cuda.OutOfMemoryError:").is_none());
         assert!(first_failure("if isinstance(e, torch.OutOfMemoryError): retry()").is_none());

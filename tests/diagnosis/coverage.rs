@@ -466,6 +466,8 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
 /// limit, a recovered allocation, a non-fatal allocator note, a survey that killed nothing, a
 /// SIGKILL from a liveness probe, a per-buffer hardware limit.
 const NOT_OOM: &[&str] = &[
+    // A request past an exabyte after a collective's timeout: a corrupted size, not memory.
+    "pt-notoom-exabyte-request.log",
     // IPython's header for another exception.
     "pt-notoom-ipython-other-exception.log",
     // `[model]` tags (not a colour code that lost its ESC) and another program's "Unable to

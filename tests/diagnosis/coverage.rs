@@ -434,6 +434,19 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "host-oom",
         Cause("host-oom"),
     ),
+    // Ollama's 2024 `unable to allocate backend buffer` names no buffer: the part of the
+    // weights in RAM fails the same way as the part on the GPU, so both stay in play; a
+    // named CPU buffer is the RAM.
+    (
+        "ollama-backend-buffer-unnamed.log",
+        "device-oom",
+        Undetermined(&["model-too-large", "host-oom"]),
+    ),
+    (
+        "ollama-backend-cpu-buffer.log",
+        "host-oom",
+        Cause("host-oom"),
+    ),
     // MLX on Apple silicon: its allocator's refusal while the weights are evaluated is the
     // model; one array past Metal's largest buffer is one operation's working memory, not
     // the KV cache although it failed generating; a refusal after some LoRA steps ran, with

@@ -196,6 +196,11 @@ pub const FACTS: &[FactDef] = &[
         "What the failed allocation was for: weights, kv, compute, output, runtime (during decode), image (the vision encoder's compute buffer while an image is encoded) or host.",
     ),
     fact(
+        "llamacpp.buffer_unnamed",
+        Unit::Flag,
+        "The weights' allocation failed without naming its buffer (2024's `unable to allocate backend buffer`): the part on the GPU or the part kept in RAM could have been the one that did not fit.",
+    ),
+    fact(
         "llamacpp.failed_function",
         Unit::Text,
         "The ggml function named by a `CUDA error` (`in function ggml_cuda_pool_vmm::alloc`).",

@@ -16,6 +16,11 @@ pub const FACTS: &[FactDef] = &[
         "PyTorch 1.x+ reported `CUDA error: out of memory` from a runtime call (context creation, a copy, a library), not the caching allocator's `CUDA out of memory. Tried to allocate`: the allocation that failed was not a tensor's.",
     ),
     fact(
+        "oom.pinned_host_copy",
+        Unit::Flag,
+        "The call that failed copies to page-locked host memory (`x.to(\"cpu\", non_blocking=True)`, `.pin_memory()`): its `CUDA error: out of memory` is the pinned host allocation failing, not the device filling.",
+    ),
+    fact(
         "oom.wording",
         Unit::Text,
         "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, framework-cuda: a C++ framework's own cudaMalloc failure (Caffe, dlib, MXNet's storage manager), mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, ...).",

@@ -266,6 +266,15 @@ impl LogAnalyzer {
                 && line_no.saturating_sub(i.last_line) <= MERGE_WINDOW
         }) {
             inc.last_line = line_no;
+            // A restatement at the bottom of a traceback printed below its first line (a
+            // notebook's error report) has the failing call just above it.
+            if f.domain == engines::Domain::Device
+                && !inc.facts.contains("oom.pinned_host_copy")
+                && pinned_host_copy(hit)
+            {
+                inc.facts
+                    .set("oom.pinned_host_copy", true, Some(prov.clone()));
+            }
             // The failure a wrapper announced (a vGPU layer's refusal, a server's restatement
             // before the stack): its own traceback says when it hit.
             let behind_wrapper = inc.from_wrapper && !f.wrapper;
@@ -386,6 +395,9 @@ impl LogAnalyzer {
             .clone()
             .or_else(|| preceding.iter().find_map(|l| l.meta.timestamp.clone()));
         set_phase_facts(&mut facts, &decision, &prov);
+        if f.domain == engines::Domain::Device && pinned_host_copy(hit) {
+            facts.set("oom.pinned_host_copy", true, Some(prov.clone()));
+        }
         let engine = match (f.engine, self.context_engine) {
             (engines::id::PYTORCH, Some(ctx)) => ctx,
             (e, _) => e,
@@ -543,6 +555,30 @@ fn signature(f: &Failure) -> String {
 
 /// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before
 /// the failing one, then the look-back window.
+/// Whether the call that failed, the source line(s) just above the error up to the innermost
+/// frame, copies to page-locked host memory: `x.to("cpu", non_blocking=True)` or
+/// `.pin_memory()`. CUDA reports a failed pinned allocation as `CUDA error: out of memory`
+/// although the device may be nearly empty (WSL2 caps pinned memory far below the RAM).
+fn pinned_host_copy(hit: &Hit<'_>) -> bool {
+    for raw in lines_back(hit.before).take(12) {
+        let l = clean_line(raw);
+        let t = l.text.trim_start();
+        if t.starts_with("File ") || t.starts_with("Cell In") || t.starts_with("Traceback") {
+            return false;
+        }
+        // Without spaces, and without the backslashes of a notebook's JSON error report.
+        let compact: String = t
+            .chars()
+            .filter(|c| !c.is_whitespace() && *c != '\\')
+            .collect();
+        let to_cpu = compact.contains(".to(\"cpu\"") || compact.contains(".to('cpu'");
+        if (to_cpu && compact.contains("non_blocking=True")) || compact.contains("pin_memory(") {
+            return true;
+        }
+    }
+    false
+}
+
 /// The header IPython and Python print above a traceback.
 const TRACEBACK_HEADER: &str = "Traceback (most recent call last)";
 

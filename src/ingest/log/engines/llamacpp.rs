@@ -744,13 +744,23 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
                 .captures(text)
                 .and_then(|c| c.name("buft").map(|m| m.as_str().to_string()))
                 .unwrap_or_default();
+            // Set when neither this line nor one just above names the buffer.
+            let mut unnamed = false;
             if buft.is_empty() {
                 // `failed to allocate compute buffers` names no buffer type: the allocation
                 // just above it that failed does (a CPU-only run's is in RAM).
-                let in_ram = line
-                    .preceding(3)
-                    .iter()
-                    .any(|l| is_cpu_alloc_failure(&l.text));
+                let above = line.preceding(3);
+                let in_ram = above.iter().any(|l| is_cpu_alloc_failure(&l.text));
+                unnamed = !in_ram
+                    && !above.iter().any(|l| {
+                        let t = &l.text;
+                        CUDA_MALLOC.is_match(t)
+                            || BUFFER_FAIL.is_match(t)
+                            || METAL_FAIL.is_match(t)
+                            || VULKAN_FAIL.is_match(t)
+                            || t.contains("Malloc failed")
+                            || t.contains("ErrorOutOfDeviceMemory")
+                    });
                 buft = if in_ram { "CPU" } else { "gpu" }.into();
             }
             let mut f = if is_host_buft(&buft) {
@@ -765,7 +775,13 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
                 )
             } else {
                 let kind = image_if_encoding(kind, line);
-                device_failure(line, kind, backend_of(&buft), device_of_buft(&buft))
+                let mut f = device_failure(line, kind, backend_of(&buft), device_of_buft(&buft));
+                // 2024's `unable to allocate backend buffer` alone: the weights' part in RAM
+                // fails the same way as the part on the GPU.
+                if unnamed && kind == "weights" {
+                    f.fact("llamacpp.buffer_unnamed", true, None);
+                }
+                f
             };
             if let Some(m) = COMPUTE_FAIL.captures(text).and_then(|c| c.name("mib")) {
                 if let Some(b) = mib(m.as_str()) {

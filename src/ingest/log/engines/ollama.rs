@@ -138,9 +138,29 @@ impl Recognizer for Ollama {
                 out.failure(f);
             } else if OOM_WORDS.is_match(e) {
                 let kind = runner_kind(e);
-                let mut f = Failure::new("device-oom", id::OLLAMA, Domain::Device);
-                f.fact("llamacpp.alloc_kind", kind, None)
-                    .fact("oom.wording", "ggml", None);
+                // The buffer the error names says which memory ran out: `CUDA0` the GPU's,
+                // `CPU` the RAM holding the layers left off the GPU. 2024's `unable to
+                // allocate backend buffer` names none.
+                let buft = BUFFER_NAMED
+                    .captures(e)
+                    .and_then(|c| c.name("buft"))
+                    .map(|m| m.as_str())
+                    .filter(|b| *b != "backend");
+                let mut f = if buft.is_some_and(super::llamacpp::is_host_buft) {
+                    let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
+                    f.fact("host.killer", "allocator", None)
+                        .fact("oom.backend", "cpu", None)
+                        .fact("llamacpp.alloc_kind", "host", None);
+                    f
+                } else {
+                    let mut f = Failure::new("device-oom", id::OLLAMA, Domain::Device);
+                    f.fact("llamacpp.alloc_kind", kind, None);
+                    if kind == "weights" && buft.is_none() {
+                        f.fact("llamacpp.buffer_unnamed", true, None);
+                    }
+                    f
+                };
+                f.fact("oom.wording", "ggml", None);
                 f.wrapper = true;
                 out.failure(f);
             }
@@ -621,6 +641,14 @@ fn connection_lost(line: &Line<'_>, out: &mut Emit) {
         .fact("ollama.connection_lost", true, None);
     out.failure(f);
 }
+
+/// The buffer type a runner's allocation error names (`unable to allocate CUDA0 buffer`,
+/// `unable to allocate backend CPU buffer`); 2024's `unable to allocate backend buffer` and
+/// `failed to allocate buffer` name none.
+static BUFFER_NAMED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"unable to allocate (?:backend )?(?P<buft>[A-Za-z][\w-]*) buffer")
+        .expect("static regex")
+});
 
 fn runner_kind(e: &str) -> &'static str {
     let l = e.to_ascii_lowercase();

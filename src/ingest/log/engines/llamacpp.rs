@@ -406,12 +406,16 @@ fn device_of_buft(buft: &str) -> Option<u32> {
     digits.parse().ok()
 }
 
-/// Host-memory buffer types: `CPU`, `CPU_Mapped`, `CPU_REPACK`, `CUDA_Host`, `ROCm_Host`.
 /// A failed allocation in host RAM. `what` is what the buffer was for: `compute` for a
-/// compute graph reserved in RAM (its size follows -ub and the context, not the model),
-/// `host` for the rest (the weights' CPU part, a KV cache kept in RAM).
+/// compute graph reserved in RAM and `kv` for a KV cache kept there (their sizes follow -ub
+/// and the context, not the model), `host` for the rest (the weights' CPU part).
 fn host_failure(line: &Line<'_>, what: &'static str) -> Failure {
-    let mut f = Failure::new("host-oom", engine_for(line), Domain::Host);
+    host_alloc_failure(engine_for(line), what)
+}
+
+/// [`host_failure`] for an engine already known (Ollama's runner errors).
+pub(crate) fn host_alloc_failure(engine: &'static str, what: &'static str) -> Failure {
+    let mut f = Failure::new("host-oom", engine, Domain::Host);
     f.fact("host.killer", "allocator", None)
         .fact("oom.backend", "cpu", None)
         .fact("llamacpp.alloc_kind", what, None);
@@ -430,6 +434,7 @@ fn is_cpu_alloc_failure(text: &str) -> bool {
             .is_some_and(|b| is_host_buft(b.as_str()))
 }
 
+/// Host-memory buffer types: `CPU`, `CPU_Mapped`, `CPU_REPACK`, `CUDA_Host`, `ROCm_Host`.
 pub(crate) fn is_host_buft(buft: &str) -> bool {
     let b = buft.to_ascii_uppercase();
     b.starts_with("CPU") || b.ends_with("_HOST") || b == "HOST"

@@ -147,11 +147,7 @@ impl Recognizer for Ollama {
                     .map(|m| m.as_str())
                     .filter(|b| *b != "backend");
                 let mut f = if buft.is_some_and(super::llamacpp::is_host_buft) {
-                    let mut f = Failure::new("host-oom", id::OLLAMA, Domain::Host);
-                    f.fact("host.killer", "allocator", None)
-                        .fact("oom.backend", "cpu", None)
-                        .fact("llamacpp.alloc_kind", "host", None);
-                    f
+                    super::llamacpp::host_alloc_failure(id::OLLAMA, "host")
                 } else {
                     let mut f = Failure::new("device-oom", id::OLLAMA, Domain::Device);
                     f.fact("llamacpp.alloc_kind", kind, None);

@@ -523,12 +523,19 @@ fn device_oom(engine: &'static str, wording: &'static str) -> Failure {
 /// Metal, and its request; for an array over Metal's largest buffer, that cap too.
 fn mlx_failure(line: &Line<'_>, out: &mut Emit) -> Option<Failure> {
     let text = line.text;
-    let mut f = Failure::new("device-oom", id::MLX, Domain::Device);
-    f.fact("oom.backend", "metal", None)
-        .fact("oom.wording", "mlx", None);
+    let metal_oom = || {
+        let mut f = Failure::new("device-oom", id::MLX, Domain::Device);
+        f.fact("oom.backend", "metal", None)
+            .fact("oom.wording", "mlx", None);
+        f
+    };
     if let Some(c) = MLX_OOM.captures(text) {
+        let mut f = metal_oom();
         bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
-    } else if let Some((whole, used)) = whole_message(line, "[metal::malloc]", &MLX_BUFFER_CAP) {
+        return Some(f);
+    }
+    if let Some((whole, used)) = whole_message(line, "[metal::malloc]", &MLX_BUFFER_CAP) {
+        let mut f = metal_oom();
         let c = MLX_BUFFER_CAP
             .captures(&whole)
             .expect("whole_message matched");
@@ -536,12 +543,10 @@ fn mlx_failure(line: &Line<'_>, out: &mut Emit) -> Option<Failure> {
         bytes_fact(&mut f, "mlx.max_buffer_bytes", &c, "cap");
         drop(c);
         joined_text(&mut f, whole, used, out);
-    } else if !(text.contains("[METAL] Command buffer execution failed")
-        && text.contains("OutOfMemory"))
-    {
-        return None;
+        return Some(f);
     }
-    Some(f)
+    (text.contains("[METAL] Command buffer execution failed") && text.contains("OutOfMemory"))
+        .then(metal_oom)
 }
 
 /// A plain byte count from a capture group.

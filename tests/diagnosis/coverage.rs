@@ -434,6 +434,13 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
         "host-oom",
         Cause("host-oom"),
     ),
+    // Nothing sized the OOM, but the program said next that loading the pipeline failed:
+    // the OOM was the load's.
+    (
+        "pt-oom-then-load-failed.log",
+        "device-oom",
+        Cause("model-too-large"),
+    ),
     // Ollama's 2024 `unable to allocate backend buffer` names no buffer: the part of the
     // weights in RAM fails the same way as the part on the GPU, so both stay in play; a
     // named CPU buffer is the RAM.

@@ -140,10 +140,15 @@ impl LogAnalyzer {
             }
             Observation::Phase(p) => {
                 // A marker on the failure's own line (a server's request span around the
-                // error) says when that failure hit, when nothing else did.
+                // error) says when that failure hit, when nothing else did; so does a load
+                // reported failed just after it (the OOM was the load's). Not a serving
+                // engine's: its "model" load also sizes the KV cache and compute buffers.
                 if let Some(inc) = self.incidents.last_mut().filter(|i| {
                     i.run == self.run
-                        && i.last_line == hit.line_no
+                        && (i.last_line == hit.line_no
+                            || (p == PhaseMark::LoadFailed
+                                && !crate::facts::engine::is_serving(i.engine)
+                                && hit.line_no.saturating_sub(i.last_line) <= LOAD_FAILED_WINDOW))
                         && i.phase == crate::facts::phase::id::UNKNOWN
                 }) {
                     inc.phase = phase::of_mark(p);
@@ -578,6 +583,9 @@ fn pinned_host_copy(hit: &Hit<'_>) -> bool {
     }
     false
 }
+
+/// How many lines after a failure a "failed to load the model" line still speaks of it.
+const LOAD_FAILED_WINDOW: u64 = 12;
 
 /// The header IPython and Python print above a traceback.
 const TRACEBACK_HEADER: &str = "Traceback (most recent call last)";

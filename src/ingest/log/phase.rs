@@ -437,7 +437,7 @@ fn failing_source_line(t: &str, file: Option<&str>) -> Option<(&'static str, Str
 /// The phase a recogniser's marker names.
 pub fn of_mark(mark: PhaseMark) -> &'static str {
     match mark {
-        PhaseMark::ModelLoad => id::MODEL_LOAD,
+        PhaseMark::ModelLoad | PhaseMark::LoadFailed => id::MODEL_LOAD,
         PhaseMark::EngineStartup => id::ENGINE_STARTUP,
         PhaseMark::CudaGraphCapture => id::CUDA_GRAPH_CAPTURE,
         PhaseMark::Warmup => id::WARMUP,

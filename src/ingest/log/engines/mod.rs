@@ -110,6 +110,10 @@ impl Failure {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PhaseMark {
     ModelLoad,
+    /// The program says loading a model failed (`Failed to load checkpoint, restoring
+    /// previous`, `Exception: Failed to load SDXL model`): it was loading, and a failure just
+    /// before the line is the load's.
+    LoadFailed,
     EngineStartup,
     CudaGraphCapture,
     Warmup,

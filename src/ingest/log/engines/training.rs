@@ -77,6 +77,13 @@ static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:step|iter(?:ation)?|it|epoch|batch)\b\s*[=:#\[]?\s*\d+|\|\s*\d+/\d+\s*\[|memory_allocated").expect("static regex")
 });
 
+/// A program saying a model's load failed: A1111's `Failed to load checkpoint, restoring
+/// previous`, `Exception: Failed to load SDXL model`, `Could not load model ...`.
+static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\b(?:failed to load|could not load|unable to load|error loading)\s+(?:the\s+)?(?:[\w./-]+\s+){0,2}?(?:model|checkpoint|weights|pipeline)s?\b")
+        .expect("static regex")
+});
+
 /// The training/inference-loop recogniser.
 pub struct Training;
 
@@ -93,6 +100,11 @@ impl Recognizer for Training {
             "Gradient Accumulation",
             "gradient_checkpointing",
             "Running training",
+            // A model's load reported failed.
+            "failed to load",
+            "could not load",
+            "unable to load",
+            "error loading",
             // MLX-LM's `Starting training..., iters: 600`.
             "Starting training",
             "Running Evaluation",
@@ -150,6 +162,9 @@ impl Recognizer for Training {
         }
         if text.contains("Loading checkpoint shards") || text.contains("loading weights file") {
             out.phase(PhaseMark::ModelLoad);
+        }
+        if LOAD_FAILED.is_match(text) {
+            out.phase(PhaseMark::LoadFailed);
         }
         let num = |c: &regex::Captures<'_>, g: &str| {
             c.name(g)

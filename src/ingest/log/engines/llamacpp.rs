@@ -74,6 +74,14 @@ static LOAD_ERR: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"error loading model: (?:unable to allocate (?:backend )?(?P<buft>[\w-]*) ?buffer|failed to allocate buffer)")
         .expect("static regex")
 });
+/// The buffer type a model-load error names: `Some(Some("CUDA0"))` for `error loading model:
+/// unable to allocate CUDA0 buffer` (and `backend CPU buffer`), `Some(None)` for one that
+/// names none (2024's `unable to allocate backend buffer`, `failed to allocate buffer`),
+/// `None` for no load error. Read by Ollama's runner errors too.
+pub(crate) fn load_error_buffer(text: &str) -> Option<Option<&str>> {
+    let c = LOAD_ERR.captures(text)?;
+    Some(c.name("buft").map(|m| m.as_str()).filter(|b| !b.is_empty()))
+}
 static KV_FAIL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|failed to initialize (?:the )?kv cache")
         .expect("static regex")
@@ -745,10 +753,10 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
     // Consequence lines: they say what was being allocated. Wrappers, unless alone.
     if let Some(kind) = kind_of(text) {
         if text.contains("failed") || text.contains("unable to allocate") {
-            let mut buft = LOAD_ERR
-                .captures(text)
-                .and_then(|c| c.name("buft").map(|m| m.as_str().to_string()))
-                .unwrap_or_default();
+            let mut buft = load_error_buffer(text)
+                .flatten()
+                .unwrap_or_default()
+                .to_string();
             // Set when neither this line nor one just above names the buffer.
             let mut unnamed = false;
             if buft.is_empty() {

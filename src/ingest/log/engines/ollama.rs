@@ -141,17 +141,13 @@ impl Recognizer for Ollama {
                 // The buffer the error names says which memory ran out: `CUDA0` the GPU's,
                 // `CPU` the RAM holding the layers left off the GPU. 2024's `unable to
                 // allocate backend buffer` names none.
-                let buft = BUFFER_NAMED
-                    .captures(e)
-                    .and_then(|c| c.name("buft"))
-                    .map(|m| m.as_str())
-                    .filter(|b| *b != "backend");
-                let mut f = if buft.is_some_and(super::llamacpp::is_host_buft) {
+                let buft = super::llamacpp::load_error_buffer(e);
+                let mut f = if buft.flatten().is_some_and(super::llamacpp::is_host_buft) {
                     super::llamacpp::host_alloc_failure(id::OLLAMA, "host")
                 } else {
                     let mut f = Failure::new("device-oom", id::OLLAMA, Domain::Device);
                     f.fact("llamacpp.alloc_kind", kind, None);
-                    if kind == "weights" && buft.is_none() {
+                    if kind == "weights" && buft == Some(None) {
                         f.fact("llamacpp.buffer_unnamed", true, None);
                     }
                     f
@@ -637,14 +633,6 @@ fn connection_lost(line: &Line<'_>, out: &mut Emit) {
         .fact("ollama.connection_lost", true, None);
     out.failure(f);
 }
-
-/// The buffer type a runner's allocation error names (`unable to allocate CUDA0 buffer`,
-/// `unable to allocate backend CPU buffer`); 2024's `unable to allocate backend buffer` and
-/// `failed to allocate buffer` name none.
-static BUFFER_NAMED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"unable to allocate (?:backend )?(?P<buft>[A-Za-z][\w-]*) buffer")
-        .expect("static regex")
-});
 
 fn runner_kind(e: &str) -> &'static str {
     let l = e.to_ascii_lowercase();

@@ -435,7 +435,10 @@ impl Recognizer for Runtimes {
             out.failure(f);
             return;
         }
-        if let Some(c) = MLX_TOOL.captures(text) {
+        if let Some(c) = (text.contains("mlx_") || text.contains("lora.py"))
+            .then(|| MLX_TOOL.captures(text))
+            .flatten()
+        {
             // What the run was doing decides which knobs there are: a LoRA run's batch and
             // sequence length, a server's prompt cache, a generation's KV cache.
             let tool = match c.name("tool").map_or("lora", |m| m.as_str()) {

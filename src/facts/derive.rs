@@ -758,7 +758,13 @@ fn host_fit(f: &mut Facts) {
         return;
     };
     f.derive("host.required_bytes", req, &[src]);
-    if limited {
+    // A limit to set needs the cgroup's own numbers: the killed process is one of the
+    // cgroup's (a DataLoader worker next to its trainer), so its size alone can sit below
+    // the limit already in force, and a value from it could point the limit down.
+    let cgroup_known = f.contains("host.cgroup_usage_bytes")
+        || f.contains("host.cgroup_limit_bytes")
+        || f.contains("slurm.mem_bytes");
+    if limited && cgroup_known {
         let fit = ((req * 1.25) / GIB).ceil() * GIB;
         f.derive("host.limit_fit_bytes", fit, &["host.required_bytes"]);
     }
@@ -1199,6 +1205,14 @@ mod tests {
         h.set("host.cgroup_limit_bytes", 24.0 * GIB, None);
         derive(&mut h);
         assert_eq!(h.num("host.limit_fit_bytes"), Some(30.0 * GIB));
+        // Only the victim's size known: a lower bound of the need, no limit to name.
+        let mut v = Facts::new();
+        v.set("failure.kind", "host-oom", None);
+        v.set("host.killer", "memcg", None);
+        v.set("host.victim_anon_rss_bytes", 2.58 * GIB, None);
+        derive(&mut v);
+        assert_eq!(v.num("host.required_bytes"), Some(2.58 * GIB));
+        assert_eq!(v.num("host.limit_fit_bytes"), None);
         let mut r = Facts::new();
         r.set("failure.kind", "host-oom", None);
         r.set("host.killer", "ray", None);

@@ -21,6 +21,11 @@ pub const FACTS: &[FactDef] = &[
         "The call that failed copies to page-locked host memory (`x.to(\"cpu\", non_blocking=True)`, `.pin_memory()`): its `CUDA error: out of memory` is the pinned host allocation failing, not the device filling.",
     ),
     fact(
+        "oom.attention_scores",
+        Unit::Flag,
+        "The call that failed builds an attention score matrix (batch x heads x query x key): an attention function that materialises it (`eager_attention_forward`, `_attn`) or a source line assigning it (`attn_weights = ...softmax(...)`). It grows with the square of the sequence length; SDPA and FlashAttention never hold it.",
+    ),
+    fact(
         "oom.wording",
         Unit::Text,
         "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, framework-cuda: a C++ framework's own cudaMalloc failure (Caffe, dlib, MXNet's storage manager), mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, ...).",

@@ -273,12 +273,8 @@ impl LogAnalyzer {
             inc.last_line = line_no;
             // A restatement at the bottom of a traceback printed below its first line (a
             // notebook's error report) has the failing call just above it.
-            if f.domain == engines::Domain::Device
-                && !inc.facts.contains("oom.pinned_host_copy")
-                && pinned_host_copy(hit)
-            {
-                inc.facts
-                    .set("oom.pinned_host_copy", true, Some(prov.clone()));
+            if f.domain == engines::Domain::Device {
+                failing_call_facts(hit, &mut inc.facts, &prov);
             }
             // The failure a wrapper announced (a vGPU layer's refusal, a server's restatement
             // before the stack): its own traceback says when it hit.
@@ -400,8 +396,8 @@ impl LogAnalyzer {
             .clone()
             .or_else(|| preceding.iter().find_map(|l| l.meta.timestamp.clone()));
         set_phase_facts(&mut facts, &decision, &prov);
-        if f.domain == engines::Domain::Device && pinned_host_copy(hit) {
-            facts.set("oom.pinned_host_copy", true, Some(prov.clone()));
+        if f.domain == engines::Domain::Device {
+            failing_call_facts(hit, &mut facts, &prov);
         }
         let engine = match (f.engine, self.context_engine) {
             (engines::id::PYTORCH, Some(ctx)) => ctx,
@@ -558,30 +554,90 @@ fn signature(f: &Failure) -> String {
     sig
 }
 
-/// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before
-/// the failing one, then the look-back window.
-/// Whether the call that failed, the source line(s) just above the error up to the innermost
-/// frame, copies to page-locked host memory: `x.to("cpu", non_blocking=True)` or
-/// `.pin_memory()`. CUDA reports a failed pinned allocation as `CUDA error: out of memory`
-/// although the device may be nearly empty (WSL2 caps pinned memory far below the RAM).
-fn pinned_host_copy(hit: &Hit<'_>) -> bool {
-    for raw in lines_back(hit.before).take(12) {
-        let l = clean_line(raw);
-        let t = l.text.trim_start();
-        if t.starts_with("File ") || t.starts_with("Cell In") || t.starts_with("Traceback") {
-            return false;
-        }
-        // Without spaces, and without the backslashes of a notebook's JSON error report.
-        let compact: String = t
-            .chars()
-            .filter(|c| !c.is_whitespace() && *c != '\\')
-            .collect();
-        let to_cpu = compact.contains(".to(\"cpu\"") || compact.contains(".to('cpu'");
-        if (to_cpu && compact.contains("non_blocking=True")) || compact.contains("pin_memory(") {
-            return true;
-        }
+/// What the failing call itself shows, read from the innermost frames of the traceback right
+/// above a device failure (a restatement at the bottom of a notebook's report has them just
+/// above it too); facts already set are kept.
+/// - `oom.pinned_host_copy`: the failing source line copies to page-locked host memory
+///   (`.to("cpu", non_blocking=True)`, `.pin_memory()`), so the `out of memory` is the pinned
+///   host allocation, not the device.
+/// - `oom.attention_scores`: the failing call builds an attention score matrix (batch x
+///   heads x query x key): an attention function that materialises it (`eager_attention_forward`,
+///   GPT-2's and GPT-NeoX's `_attn`) or a source line assigning it (`attn_weights = ...`).
+fn failing_call_facts(hit: &Hit<'_>, facts: &mut Facts, prov: &Provenance) {
+    let call = FailingCall::read(hit);
+    if call.pinned_host_copy && !facts.contains("oom.pinned_host_copy") {
+        facts.set("oom.pinned_host_copy", true, Some(prov.clone()));
     }
-    false
+    if call.attention_scores && !facts.contains("oom.attention_scores") {
+        facts.set("oom.attention_scores", true, Some(prov.clone()));
+    }
+}
+
+/// Attention functions whose body holds the whole score matrix (the memory-efficient kernels,
+/// SDPA and FlashAttention, never build it).
+const SCORE_MATRIX_FUNCTIONS: &[&str] = &[
+    "eager_attention_forward",
+    "_attn",
+    "_upcast_and_reordered_attn",
+];
+
+/// Names code gives the score matrix, as the target of an assignment on the failing line.
+const SCORE_MATRIX_NAMES: &[&str] = &[
+    "attn_weights=",
+    "attn_scores=",
+    "attention_scores=",
+    "attention_probs=",
+];
+
+/// How many frames above a failure still speak for the failing call: the operation itself
+/// (`softmax`, `matmul`) and the model code that called it.
+const FAILING_CALL_FRAMES: usize = 3;
+
+/// What [`failing_call_facts`] reads off the innermost frames.
+#[derive(Default)]
+struct FailingCall {
+    pinned_host_copy: bool,
+    attention_scores: bool,
+}
+
+impl FailingCall {
+    fn read(hit: &Hit<'_>) -> Self {
+        let mut call = FailingCall::default();
+        let mut frames = 0;
+        for raw in lines_back(hit.before).take(12 * FAILING_CALL_FRAMES) {
+            let l = clean_line(raw);
+            let t = l.text.trim_start();
+            if t.starts_with("Traceback") {
+                break;
+            }
+            if t.starts_with("File ") || t.starts_with("Cell In") {
+                // `File "x.py", line 9, in f` and IPython's `File ~/x.py:9, in f(a, b)`.
+                if let Some((_, func)) = t.rsplit_once(", in ") {
+                    let func = func.split('(').next().unwrap_or(func).trim();
+                    call.attention_scores |= SCORE_MATRIX_FUNCTIONS.contains(&func);
+                }
+                frames += 1;
+                if frames == FAILING_CALL_FRAMES {
+                    break;
+                }
+                continue;
+            }
+            // Without spaces, and without the backslashes of a notebook's JSON error report.
+            let compact: String = t
+                .chars()
+                .filter(|c| !c.is_whitespace() && *c != '\\')
+                .collect();
+            // The pinned copy is the innermost frame's own line: a `.to("cpu")` further up
+            // the stack is not what failed.
+            if frames == 0 {
+                let to_cpu = compact.contains(".to(\"cpu\"") || compact.contains(".to('cpu'");
+                call.pinned_host_copy |= (to_cpu && compact.contains("non_blocking=True"))
+                    || compact.contains("pin_memory(");
+            }
+            call.attention_scores |= SCORE_MATRIX_NAMES.iter().any(|n| compact.starts_with(n));
+        }
+        call
+    }
 }
 
 /// How many lines after a failure a "failed to load the model" line still speaks of it.
@@ -622,6 +678,8 @@ static EXCEPTION_LINE: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
+/// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before
+/// the failing one, then the look-back window.
 fn preceding_lines(hit: &Hit<'_>, failure_text: Option<&str>) -> Vec<CleanLine> {
     let mut out = Vec::new();
     let cleaned = clean_line(hit.raw);
@@ -758,6 +816,33 @@ mod tests {
     }
 
     const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 22.60 GiB memory in use. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.";
+
+    /// The failing call's frames: an attention function or a line assigning the score matrix
+    /// marks it; the memory-efficient kernel's call, or the matrix further up than the call
+    /// that failed, does not.
+    #[test]
+    fn the_failing_call_is_read_from_the_innermost_frames() {
+        let flag = |tb: &str, name: &str| {
+            let ev = run(&format!(
+                "Traceback (most recent call last):\n{tb}\n{OOM}\n"
+            ));
+            ev.incidents[0].facts.bool(name)
+        };
+        let eager = "  File \"/env/transformers/models/llama/modeling_llama.py\", line 290, in forward\n    attn_output, attn_weights = attention_interface(\n  File \"/env/transformers/models/llama/modeling_llama.py\", line 180, in eager_attention_forward\n    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)\n  File \"/env/torch/nn/functional.py\", line 2140, in softmax\n    ret = input.softmax(dim, dtype=dtype)";
+        assert_eq!(flag(eager, "oom.attention_scores"), Some(true));
+        let bert = "  File \"C:\\env\\transformers\\models\\bert\\modeling_bert.py\", line 325, in forward\n    attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))";
+        assert_eq!(flag(bert, "oom.attention_scores"), Some(true));
+        let sdpa = "  File \"/env/transformers/integrations/sdpa_attention.py\", line 96, in sdpa_attention_forward\n    attn_output = torch.nn.functional.scaled_dot_product_attention(";
+        assert_eq!(flag(sdpa, "oom.attention_scores"), None);
+        // The scores were computed three frames up; what failed is the MLP's projection.
+        let mlp = "  File \"/m.py\", line 10, in forward\n    attn_weights = torch.softmax(s, -1)\n  File \"/m.py\", line 20, in block\n    h = self.mlp(h)\n  File \"/m.py\", line 30, in mlp\n    return self.up(x)\n  File \"/env/torch/nn/modules/linear.py\", line 125, in forward\n    return F.linear(input, self.weight, self.bias)";
+        assert_eq!(flag(mlp, "oom.attention_scores"), None);
+        // Pinned host memory: the innermost line only.
+        let pinned = "  File \"/w/eval.py\", line 7, in collect\n    out = logits.to(\"cpu\", non_blocking=True)";
+        assert_eq!(flag(pinned, "oom.pinned_host_copy"), Some(true));
+        let further_up = "  File \"/w/eval.py\", line 7, in collect\n    out = step(x).to(\"cpu\", non_blocking=True)\n  File \"/w/eval.py\", line 3, in step\n    return model(x)";
+        assert_eq!(flag(further_up, "oom.pinned_host_copy"), None);
+    }
 
     #[test]
     fn ranks_fold_into_one_incident() {

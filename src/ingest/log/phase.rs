@@ -160,7 +160,15 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "run_backward",
             "_backward",
         ],
-        files: &["torch/autograd/", "torch\\autograd\\"],
+        // The autograd entry points, not the whole package: `torch/autograd/function.py`'s
+        // `apply` runs a custom Function's forward (AOT autograd's compiled forward, a
+        // checkpointed block), and in a backward the frames above it already say so.
+        files: &[
+            "torch/autograd/__init__.py",
+            "torch/autograd/graph.py",
+            "torch\\autograd\\__init__.py",
+            "torch\\autograd\\graph.py",
+        ],
     },
     FrameClass {
         phase: id::OPTIMIZER_STEP,

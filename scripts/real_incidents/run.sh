@@ -7,7 +7,36 @@ cd "$(dirname "$0")"
 O=${INCIDENT_OUT:?set INCIDENT_OUT}
 mkdir -p "$O"
 export PYTHONUNBUFFERED=1
-run() { local name=$1; shift; echo "== $name"; timeout 80 "$@" >"$O/$name.log" 2>&1; echo "rc=$?" | tee -a "$O/$name.rc"; tail -3 "$O/$name.log"; }
+run() { local name=$1; shift; echo "== $name"; timeout "${T:-80}" "$@" >"$O/$name.log" 2>&1; echo "rc=$?" | tee -a "$O/$name.rc"; tail -3 "$O/$name.log"; }
+if [ "${ROUND:-1}" = 10 ]; then
+  T=100 run variable_length python3 variable_length.py
+  exit 0
+fi
+if [ "${ROUND:-1}" = 9 ]; then
+  T=60 run cupy_oom python3 cupy_oom.py
+  T=60 run numba_oom python3 numba_oom.py
+  T=90 run triton_shared_memory python3 triton_shared_memory.py
+  T=60 run device_assert python3 device_assert.py
+  exit 0
+fi
+if [ "${ROUND:-1}" = 8 ]; then
+  T=90 run trainer_eval_accumulate python3 trainer_eval_accumulate.py
+  T=90 run peft_lora_batch python3 peft_lora_batch.py
+  T=60 run eager_attention python3 eager_attention.py
+  exit 0
+fi
+if [ "${ROUND:-1}" = 7 ]; then
+  T=60 run kv_static python3 kv_static.py
+  dmesg -C 2>/dev/null
+  T=45 run host_oom_load bash in_cgroup.sh 3G python3 host_oom_load.py
+  T=60 run host_oom_dataloader bash in_cgroup.sh 5G python3 host_oom_dataloader.py
+  dmesg 2>&1 | tail -60 >"$O/host_oom_dmesg.txt"
+  T=45 run jax_oversize python3 jax_oversize.py
+  T=40 run graph_pool_snapshot python3 graph_pool_snapshot.py
+  T=60 run big_snapshot python3 big_snapshot.py
+  T=100 run compile_batch python3 compile_batch.py
+  exit 0
+fi
 if [ "${ROUND:-1}" = 6 ]; then
   run cublas_full python3 cublas_full.py
   exit 0

@@ -219,10 +219,15 @@ pub(crate) fn headerless_kind(rows: &[Vec<&[u8]>]) -> Option<SeriesFormat> {
     let texts: Vec<usize> = (0..classes.len())
         .filter(|&i| classes[i] == Cell::Text)
         .collect();
-    // Free text must be short names, not sentences.
-    let long_text = texts
-        .iter()
-        .any(|&i| rows.iter().any(|r| r.get(i).is_some_and(|c| c.len() > 80)));
+    // Free text must be short names, not sentences: a long cell, or one with a `: ` (an
+    // error's `OutOfMemoryError: Out of memory allocating 171,798,691,840 bytes`, whose
+    // thousands separators split it into number-looking cells).
+    let long_text = texts.iter().any(|&i| {
+        rows.iter().any(|r| {
+            r.get(i)
+                .is_some_and(|c| c.len() > 80 || c.windows(2).any(|w| w == b": "))
+        })
+    });
     if long_text || texts.len() > 2 || stamps > 1 {
         return None;
     }
@@ -1158,6 +1163,13 @@ mod tests {
         let ollama = set.processes.iter().find(|p| p.pid == 20).unwrap();
         assert_eq!(ollama.used.times(), &[0, 1]);
         assert_eq!(ollama.used.values(), &[50 << 20, 3000 << 20]);
+    }
+
+    #[test]
+    fn a_sentence_with_thousands_separators_is_no_row() {
+        let line: &[u8] = b"cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 171,798,691,840 bytes (allocated so far: 0 bytes).";
+        let rows = vec![line.split(|&b| b == b',').collect::<Vec<_>>()];
+        assert_eq!(headerless_kind(&rows), None);
     }
 
     #[test]

@@ -6,6 +6,8 @@
 #   bench/snapshot_bench.sh                # 1,000,000 entries, protocol 4, 3 runs each
 #   N=5000000 RUNS=1 bench/snapshot_bench.sh
 #   N=100000 PROTO=5 RUNS=5 bench/snapshot_bench.sh
+#   gunzip -c fixtures/real/big_snapshot.pickle.gz >/tmp/real300k.pickle
+#   SNAP=/tmp/real300k.pickle RUNS=5 bench/snapshot_bench.sh   # a real 2.11 snapshot
 #
 # The snapshot is generated once under /tmp by bench/gen_snapshot.py (crates.md Appendix A,
 # shared frames, one oom entry) and reused. Needs python3 and GNU time (/usr/bin/time).

@@ -8,6 +8,7 @@
 
 use crate::facts::evidence::Facts;
 use crate::incident::Incident;
+use crate::ingest::log::grouping::MEMORY_GROWTH;
 use crate::ingest::series::{OomMark, SeriesSet};
 use crate::ingest::snapshot::SnapshotAnalysis;
 
@@ -81,10 +82,14 @@ fn fuse_snapshots(
     use crate::ingest::log::engines::{Domain, id};
     for snap in snapshots {
         let device = snap.oom_device().or_else(|| snap.focus_device());
+        // A snapshot without an OOM can still describe a log's growth without a failure.
+        let joins = |kind: &str| {
+            kind == "device-oom" || (kind == MEMORY_GROWTH && snap.oom_device().is_none())
+        };
         let candidates: Vec<usize> = incidents
             .iter()
             .enumerate()
-            .filter(|(_, i)| i.domain == Domain::Device && i.kind == "device-oom")
+            .filter(|(_, i)| i.domain == Domain::Device && joins(i.kind))
             .filter(|(_, i)| match (device, i.device) {
                 (Some(d), Some(id)) => d == id || i.devices.contains(&d),
                 _ => true,
@@ -125,9 +130,48 @@ fn fuse_snapshots(
                     facts,
                 ));
             }
+            // No OOM, but live memory rising step after step at one call site (what
+            // `oomdoctor grow.pickle` is asked after a run was stopped): the growth is the
+            // incident, as for a log that shows it.
+            _ if snapshot_shows_growth(&facts) => {
+                let input: crate::facts::evidence::InputName =
+                    std::sync::Arc::from(snap.input.as_str());
+                let first = facts
+                    .get("snapshot.leak_growth_bytes")
+                    .and_then(|f| f.sources.first().cloned())
+                    .unwrap_or_else(|| {
+                        crate::facts::evidence::Provenance::at(input.clone(), "trace")
+                    });
+                let mut facts = facts;
+                facts.set_if_absent("failure.kind", MEMORY_GROWTH, Some(first.clone()));
+                facts.set_if_absent("failure.engine", id::PYTORCH, Some(first.clone()));
+                incidents.push(crate::incident::Incident::from_evidence(
+                    input,
+                    MEMORY_GROWTH,
+                    id::PYTORCH,
+                    Domain::Device,
+                    device,
+                    first,
+                    facts,
+                ));
+            }
             _ => {}
         }
     }
+}
+
+/// Whether a snapshot's trace shows live memory climbing step after step: three steps or
+/// more, and at least 512 MiB and a tenth of the peak gained in all.
+fn snapshot_shows_growth(facts: &Facts) -> bool {
+    let (Some(steps), Some(slope), Some(growth)) = (
+        facts.num("snapshot.leak_steps"),
+        facts.num("snapshot.leak_slope_bytes_per_step"),
+        facts.num("snapshot.leak_growth_bytes"),
+    ) else {
+        return false;
+    };
+    let peak = facts.num("snapshot.peak_live_bytes").unwrap_or(0.0);
+    steps >= 3.0 && slope > 0.0 && growth >= 512.0 * 1048576.0 && growth >= 0.1 * peak
 }
 
 /// How far a log's failure time may be from a series' crash (between its last high and

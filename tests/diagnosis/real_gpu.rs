@@ -362,3 +362,34 @@ fn other_runtimes_and_a_device_assert() {
     let d = crate::common::diagnose_files(&[one_line.to_str().unwrap()]);
     assert_eq!(d.incidents.len(), 1, "{:?}", d.inputs);
 }
+
+/// Round 11: the leak stopped by hand after forty steps, before any OOM. The log's readings
+/// and the snapshot dumped at the stop each make a growth incident on their own, and
+/// together one, whose first fix names the call site the snapshot saw growing.
+#[test]
+fn growth_before_any_failure_is_reported() {
+    for inputs in [
+        &["fixtures/real/leak_no_oom.log"][..],
+        &["fixtures/real/leak_no_oom.pickle"][..],
+        &[
+            "fixtures/real/leak_no_oom.log",
+            "fixtures/real/leak_no_oom.pickle",
+        ][..],
+    ] {
+        let d = crate::common::diagnose_files(inputs);
+        assert_eq!(d.incidents.len(), 1, "{inputs:?}");
+        let i = &d.incidents[0];
+        assert_eq!(i.kind, "memory-growth", "{inputs:?}");
+        assert_eq!(i.cause.id(), "memory-leak", "{inputs:?}");
+        assert!(i.determined, "{inputs:?}");
+    }
+    let d = crate::common::diagnose_files(&[
+        "fixtures/real/leak_no_oom.log",
+        "fixtures/real/leak_no_oom.pickle",
+    ]);
+    let titles = fix_titles(&d.incidents[0]);
+    assert!(titles[0].contains("leak_no_oom.py:15"), "{titles:?}");
+    // A run whose snapshot shows no growth is still no incident.
+    let d = crate::common::diagnose_files(&["fixtures/real/big_snapshot.pickle.gz"]);
+    assert!(d.incidents.is_empty());
+}

@@ -55,7 +55,7 @@ pub const CORE: &[FactDef] = &[
     fact(
         "failure.kind",
         Unit::Text,
-        "What failed: device-oom, host-oom, kv-capacity, kv-exhausted, engine-budget, no-kv-memory, device-limit.",
+        "What failed: device-oom, host-oom, kv-capacity, kv-exhausted, engine-budget, no-kv-memory, device-limit; memory-growth when nothing failed yet but memory a log or a snapshot shows climbed to its end.",
     ),
     fact(
         "failure.engine",

@@ -86,6 +86,13 @@ impl LogAnalyzer {
     pub fn finish(self) -> LogEvidence {
         let restarts = self.restarts;
         let mut incidents = self.incidents;
+        if incidents.is_empty() {
+            incidents.extend(growth_without_failure(
+                &self.input,
+                self.context_engine,
+                &self.context,
+            ));
+        }
         for inc in &mut incidents {
             if restarts > 0 {
                 inc.facts.set("run.restarts", restarts, None);
@@ -780,6 +787,62 @@ const HOST_SAMPLES: SampleFacts = SampleFacts {
     growth: "host.memory_growth_share",
 };
 
+/// The incident kind of memory that a log shows climbing with no failure in it.
+pub const MEMORY_GROWTH: &str = "memory-growth";
+
+/// Memory that a log shows climbing with no failure in it (a run still going, or a paste cut
+/// before the error): higher reading after reading, at its highest at the end, and half as
+/// much again as at the start. It is an incident of its own kind, so a paste of a run that
+/// is growing toward an OOM is not answered with "no out-of-memory incident found". A warm-up
+/// (a rise, then a flat line) and a sawtooth are not steady growth.
+fn growth_without_failure(
+    input: &InputName,
+    engine: Option<&'static str>,
+    context: &Facts,
+) -> Option<Incident> {
+    use crate::facts::engine::Domain;
+    let steady = |names: &SampleFacts, min_samples: f64, min_growth: f64| {
+        let (Some(n), Some(up), Some(first), Some(last)) = (
+            context.num(names.samples),
+            context.num(names.increases),
+            context.num(names.first),
+            context.num(names.last),
+        ) else {
+            return false;
+        };
+        let max = names.max.and_then(|m| context.num(m)).unwrap_or(last);
+        n >= min_samples
+            && up >= 0.7 * (n - 1.0)
+            && last - first >= min_growth
+            && last >= 1.5 * first
+            && last >= 0.98 * max
+    };
+    let (domain, names) = if steady(&DEVICE_SAMPLES, 4.0, 512.0 * 1048576.0) {
+        (Domain::Device, &DEVICE_SAMPLES)
+    } else if steady(&HOST_SAMPLES, 3.0, 0.2) {
+        (Domain::Host, &HOST_SAMPLES)
+    } else {
+        return None;
+    };
+    let first = context
+        .get(names.last)
+        .and_then(|f| f.sources.first().cloned())
+        .unwrap_or_else(|| Provenance::at(input.clone(), "log"));
+    let engine = engine.unwrap_or(crate::facts::engine::id::UNKNOWN);
+    let mut facts = context.clone();
+    facts.set("failure.kind", MEMORY_GROWTH, Some(first.clone()));
+    facts.set("failure.engine", engine, Some(first.clone()));
+    Some(Incident::from_evidence(
+        input.clone(),
+        MEMORY_GROWTH,
+        engine,
+        domain,
+        None,
+        first,
+        facts,
+    ))
+}
+
 /// Aggregates one memory reading into growth facts, in constant memory: first, last (and
 /// largest), how many, how many rose over the one before, last minus first.
 fn add_sample(c: &mut Facts, names: &SampleFacts, value: f64, prov: Provenance) {
@@ -842,6 +905,34 @@ mod tests {
         assert_eq!(flag(pinned, "oom.pinned_host_copy"), Some(true));
         let further_up = "  File \"/w/eval.py\", line 7, in collect\n    out = step(x).to(\"cpu\", non_blocking=True)\n  File \"/w/eval.py\", line 3, in step\n    return model(x)";
         assert_eq!(flag(further_up, "oom.pinned_host_copy"), None);
+    }
+
+    /// Readings that climb to the end make an incident without a failure; a warm-up (one
+    /// rise, then flat), a sawtooth, or growth that peaked earlier do not.
+    #[test]
+    fn memory_that_only_grows_is_an_incident() {
+        let log = |values: &[f64]| {
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("step {i} loss 1.0 mem {v:.2} GiB\n"))
+                .collect::<String>()
+        };
+        let ev = run(&log(&[2.0, 4.0, 6.5, 9.0, 11.0]));
+        assert_eq!(ev.incidents.len(), 1);
+        assert_eq!(ev.incidents[0].kind, MEMORY_GROWTH);
+        assert_eq!(
+            ev.incidents[0].facts.str("failure.kind"),
+            Some(MEMORY_GROWTH)
+        );
+        for flat in [
+            &[2.0, 9.0, 9.0, 9.0, 9.0, 9.0][..],
+            &[2.0, 6.0, 2.0, 6.0, 2.0, 6.0][..],
+            &[2.0, 4.0, 6.0, 8.0, 4.0][..],
+            &[8.0, 8.1, 8.2, 8.3, 8.4][..],
+        ] {
+            assert!(run(&log(flat)).incidents.is_empty(), "{flat:?}");
+        }
     }
 
     #[test]

@@ -72,6 +72,13 @@ static MEMORY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
 /// DeepSpeed's `see_memory_usage`: `MA 10.5 GB  Max_MA 12.1 GB  CA 14.0 GB  Max_CA 15 GB`.
 static DEEPSPEED_MA: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\bMA (?P<n>\d+(?:\.\d+)?) GB\s+Max_MA").expect("static regex"));
+/// Megatron-LM's `report_memory` (also NeMo, GPT-NeoX and scripts that copied it), a
+/// per-iteration report with the unit up front: `memory (MB) | allocated: 1357.46 | max
+/// allocated: 2036.19 | reserved: 2158.0 | max reserved: 2158.0`.
+static MEMORY_REPORT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\bmemory \((?P<u>MB|MiB|GB|GiB)\)\s*\|\s*allocated:\s*(?P<n>\d+(?:\.\d+)?)")
+        .expect("static regex")
+});
 /// A progress indicator, so a memory figure is a per-step sample and not an accounting line.
 static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(?:step|iter(?:ation)?|it|epoch|batch)\b\s*[=:#\[]?\s*\d+|\|\s*\d+/\d+\s*\[|memory_allocated").expect("static regex")
@@ -225,6 +232,16 @@ impl Recognizer for Training {
             let m = c.name("n").expect("group n");
             if let Some(v) = parse_number(m.as_str()) {
                 out.memory_sample(v * 1073741824.0, Some((m.start(), m.end())));
+            }
+        } else if let Some(c) = MEMORY_REPORT.captures(text) {
+            let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
+            let unit = if u.as_str().to_ascii_uppercase().starts_with('G') {
+                1073741824.0
+            } else {
+                1048576.0
+            };
+            if let Some(v) = parse_number(n.as_str()) {
+                out.memory_sample(v * unit, Some((n.start(), n.end())));
             }
         } else if PROGRESS.is_match(text) {
             if let Some(c) = MEMORY_FIGURE.captures(text) {

@@ -327,7 +327,9 @@ const INCIDENTS: &[(&str, &str, Verdict)] = &[
     (
         "tf1-adam-slot-initializer.log",
         "device-oom",
-        Cause("model-too-large"),
+        // Only the phase speaks (variables initialised), and a load fails first on a
+        // device another process holds too: the model leads, undetermined.
+        Undetermined(&["model-too-large", "memory-contention"]),
     ),
     // A node under `gradients/` is the backward pass: the batch stays in play.
     (

@@ -18,7 +18,7 @@ use regex::Regex;
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 
 static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)").expect("static regex")
+    Regex::new(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+|[xX]+|\.{2,}|…|\*+|\?+|<[^>\s]*>)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)").expect("static regex")
 });
 static SHM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit").expect("static regex")
@@ -409,6 +409,16 @@ mod tests {
             .unwrap();
         assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(4242.0)));
         assert!(failure("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault. ").is_none());
+        // A pid the paste redacted (`xxx`, `...`) is still a worker killed; the f-string in
+        // PyTorch's own source, quoted in a traceback, is not.
+        assert!(failure("    raise RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly') from e").is_none());
+        for redacted in ["xxx", "...", "<pid>"] {
+            let f = failure(&format!(
+                "RuntimeError: DataLoader worker (pid {redacted}) is killed by signal: Killed"
+            ))
+            .expect("a killed worker");
+            assert_eq!(f.get("host.victim_pid"), None);
+        }
         let f = failure("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).").unwrap();
         assert_eq!(f.get("host.shm_exhausted"), Some(&Value::Bool(true)));
         let f = failure("train.sh: line 12: 31337 Killed                  python train.py --bs 64")

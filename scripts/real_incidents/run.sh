@@ -8,6 +8,10 @@ O=${INCIDENT_OUT:?set INCIDENT_OUT}
 mkdir -p "$O"
 export PYTHONUNBUFFERED=1
 run() { local name=$1; shift; echo "== $name"; timeout "${T:-80}" "$@" >"$O/$name.log" 2>&1; echo "rc=$?" | tee -a "$O/$name.rc"; tail -3 "$O/$name.log"; }
+if [ "${ROUND:-1}" = 12 ]; then
+  T=60 run host_growth python3 host_growth.py
+  exit 0
+fi
 if [ "${ROUND:-1}" = 11 ]; then
   T=60 run leak_no_oom python3 leak_no_oom.py
   exit 0

@@ -389,6 +389,12 @@ fn growth_before_any_failure_is_reported() {
     ]);
     let titles = fix_titles(&d.incidents[0]);
     assert!(titles[0].contains("leak_no_oom.py:15"), "{titles:?}");
+    // Round 12: the machine's memory (`free -m` beside a loader that caches every shard)
+    // from 2% to 45% of 126 GiB, no kill yet.
+    let i = first("host_growth.log");
+    assert_eq!(i.kind, "memory-growth");
+    assert_eq!(i.cause.id(), "memory-leak");
+    assert_eq!(i.facts.num("host.memory_samples"), Some(10.0));
     // A run whose snapshot shows no growth is still no incident.
     let d = crate::common::diagnose_files(&["fixtures/real/big_snapshot.pickle.gz"]);
     assert!(d.incidents.is_empty());

@@ -228,6 +228,21 @@ pub struct Fact {
     pub sources: Vec<Provenance>,
 }
 
+/// The most places kept for one fact. A failure restated on every line of a storm (200,000
+/// copies of one OOM) would otherwise give each fact 200,000 sources, and checking each new
+/// one against the list made the scan quadratic (8,000 copies took 8 s). The first places
+/// are the ones a report shows; more prove nothing new.
+pub const MAX_SOURCES: usize = 16;
+
+impl Fact {
+    /// Adds a place that supports the fact, unless it is already there or the list is full.
+    fn add_source(&mut self, source: &Provenance) {
+        if self.sources.len() < MAX_SOURCES && !self.sources.contains(source) {
+            self.sources.push(source.clone());
+        }
+    }
+}
+
 /// The facts of one incident, by catalogued name. Ordered so output is deterministic.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(transparent)]
@@ -258,13 +273,14 @@ impl Facts {
 
     /// Sets a fact derived from others; its sources are theirs.
     pub fn derive(&mut self, name: &str, value: impl Into<Value>, from: &[&str]) {
-        let mut sources = Vec::new();
+        let mut derived = Fact {
+            value: value.into(),
+            sources: Vec::new(),
+        };
         for f in from {
             if let Some(fact) = self.map.get(*f) {
                 for s in &fact.sources {
-                    if !sources.contains(s) {
-                        sources.push(s.clone());
-                    }
+                    derived.add_source(s);
                 }
             }
         }
@@ -272,13 +288,7 @@ impl Facts {
             crate::facts::catalog::lookup(name).is_some(),
             "fact `{name}` is not in the catalogue"
         );
-        self.map.insert(
-            name.to_string(),
-            Fact {
-                value: value.into(),
-                sources,
-            },
-        );
+        self.map.insert(name.to_string(), derived);
     }
 
     /// Sets a fact only if it is not known yet (earlier, more specific evidence wins).
@@ -296,9 +306,7 @@ impl Facts {
     /// Adds another supporting place to an existing fact.
     pub fn add_source(&mut self, name: &str, source: Provenance) {
         if let Some(f) = self.map.get_mut(name) {
-            if !f.sources.contains(&source) {
-                f.sources.push(source);
-            }
+            f.add_source(&source);
         }
     }
 
@@ -348,9 +356,7 @@ impl Facts {
                         existing.value = v.value.clone();
                     }
                     for s in &v.sources {
-                        if !existing.sources.contains(s) {
-                            existing.sources.push(s.clone());
-                        }
+                        existing.add_source(s);
                     }
                 }
                 None => {
@@ -383,6 +389,24 @@ impl fmt::Display for Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One failure restated thousands of times keeps its first places, not all of them.
+    #[test]
+    fn a_fact_keeps_at_most_max_sources_places() {
+        let input: InputName = std::sync::Arc::from("storm.log");
+        let mut facts = Facts::new();
+        facts.set("oom.requested_bytes", 1.0, None);
+        for line in 1..=1000u64 {
+            let mut copy = Facts::new();
+            let mut at = Provenance::at(input.clone(), "line");
+            at.line = Some(line);
+            copy.set("oom.requested_bytes", 1.0, Some(at));
+            facts.merge(&copy, false);
+        }
+        let sources = &facts.get("oom.requested_bytes").unwrap().sources;
+        assert_eq!(sources.len(), MAX_SOURCES);
+        assert_eq!(sources[0].line, Some(1));
+    }
 
     #[test]
     fn derived_facts_carry_their_inputs_sources() {

@@ -617,10 +617,11 @@ impl FailingCall {
             if t.starts_with("Traceback") {
                 break;
             }
-            if t.starts_with("File ") || t.starts_with("Cell In") {
-                // `File "x.py", line 9, in f` and IPython's `File ~/x.py:9, in f(a, b)`.
-                if let Some((_, func)) = t.rsplit_once(", in ") {
-                    let func = func.split('(').next().unwrap_or(func).trim();
+            let frame = phase::frame_location(&l.text);
+            // IPython's notebook cell (`Cell In[5], line 3`) is a frame with no function.
+            if frame.is_some() || t.starts_with("Cell In") {
+                if let Some(frame) = frame {
+                    let func = frame.func.rsplit('.').next().unwrap_or(frame.func);
                     call.attention_scores |= SCORE_MATRIX_FUNCTIONS.contains(&func);
                 }
                 frames += 1;

@@ -333,6 +333,34 @@ impl ProgressWords {
     }
 }
 
+/// One traceback frame line's file and function, in any form [`FRAME`] reads.
+pub(crate) struct FrameLocation<'t> {
+    pub file: &'t str,
+    pub func: &'t str,
+    /// Python's own `File "x.py", line 3, in f` (the form a terminal may cut mid-name).
+    pub python_form: bool,
+}
+
+/// Reads a traceback frame line: Python's, `rich`'s boxed one, IPython's old and new forms.
+pub(crate) fn frame_location(text: &str) -> Option<FrameLocation<'_>> {
+    let c = FRAME.captures(text)?;
+    let file = c
+        .name("file")
+        .or(c.name("rfile"))
+        .or(c.name("ifile"))
+        .or(c.name("jfile"))?;
+    let func = c
+        .name("func")
+        .or(c.name("rfunc"))
+        .or(c.name("ifunc"))
+        .or(c.name("jfunc"))?;
+    Some(FrameLocation {
+        file: file.as_str(),
+        func: func.as_str(),
+        python_form: c.name("func").is_some(),
+    })
+}
+
 /// The frames and calls that move something to the device: a model being loaded, unless the
 /// traceback says training (a step may move a model too), and never on their own as a
 /// source line's call (`images.to(device)` moves a tensor).
@@ -486,54 +514,40 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 .find(|j| FRAME.is_match(j))
             });
         let text = joined.as_deref().unwrap_or(&l.text);
-        if let Some(c) = FRAME.captures(text) {
-            let file = c
-                .name("file")
-                .or(c.name("rfile"))
-                .or(c.name("ifile"))
-                .or(c.name("jfile"));
-            let func = c
-                .name("func")
-                .or(c.name("rfunc"))
-                .or(c.name("ifunc"))
-                .or(c.name("jfunc"));
-            if let (Some(file), Some(func)) = (file, func) {
-                let mut func = func.as_str().to_string();
-                // Lines the function name's piece took: the source line follows them.
-                let mut name_piece = usize::from(joined.is_some());
-                // Cut inside the function's name (`..., line 109, in __in` / `it__`): the
-                // piece is the next line, unindented and a bare lower-case identifier, where
-                // Python prints the indented source line. (An exception's name, which can
-                // follow a frame without source, starts upper-case.)
-                if c.name("func").is_some() && text.len() >= 60 {
-                    if let Some(next) = i.checked_sub(1).map(|j| &preceding[j]) {
-                        let piece = next.text.trim_end();
-                        if !next.indented
-                            && piece.len() <= 40
-                            && piece.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_')
-                            && piece
-                                .chars()
-                                .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
-                        {
-                            func.push_str(piece);
-                            name_piece += 1;
-                        }
+        if let Some(frame) = frame_location(text) {
+            let file = frame.file;
+            let mut func = frame.func.to_string();
+            // Lines the function name's piece took: the source line follows them.
+            let mut name_piece = usize::from(joined.is_some());
+            // Cut inside the function's name (`..., line 109, in __in` / `it__`): the
+            // piece is the next line, unindented and a bare lower-case identifier, where
+            // Python prints the indented source line. (An exception's name, which can
+            // follow a frame without source, starts upper-case.)
+            if frame.python_form && text.len() >= 60 {
+                if let Some(next) = i.checked_sub(1).map(|j| &preceding[j]) {
+                    let piece = next.text.trim_end();
+                    if !next.indented
+                        && piece.len() <= 40
+                        && piece.starts_with(|ch: char| ch.is_ascii_lowercase() || ch == '_')
+                        && piece
+                            .chars()
+                            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+                    {
+                        func.push_str(piece);
+                        name_piece += 1;
                     }
                 }
-                let source = i
-                    .checked_sub(1 + name_piece)
-                    .map_or("", |j| preceding[j].text.trim());
-                if frames.is_empty() {
-                    innermost_call = i.checked_sub(1).map(|j| {
-                        (
-                            file.as_str().to_string(),
-                            preceding[j].text.trim().to_string(),
-                        )
-                    });
-                }
-                frames.push((file.as_str().to_string(), func, source.to_string()));
-                saw_frames = true;
             }
+            let source = i
+                .checked_sub(1 + name_piece)
+                .map_or("", |j| preceding[j].text.trim());
+            if frames.is_empty() {
+                innermost_call = i
+                    .checked_sub(1)
+                    .map(|j| (file.to_string(), preceding[j].text.trim().to_string()));
+            }
+            frames.push((file.to_string(), func, source.to_string()));
+            saw_frames = true;
             continue;
         }
         // `rich` draws the header inside its box: `╭──── Traceback (most recent call last) ──╮`.

@@ -59,6 +59,19 @@ const CASES: &[(&str, &str, &str)] = &[
         "device-oom",
         "batch-misconfiguration",
     ),
+    // A Slurm step id (`*** STEP 7730412.0 ... CANCELLED`) is not a step count.
+    (
+        "slurm-step-cancelled-after-cgroup-kill.log",
+        "host-oom",
+        "host-oom",
+    ),
+    // zsh's `[1]` glued to the bar, the pid and `killed` on the next line.
+    ("zsh-job-number-glued-to-bar.log", "host-oom", "host-oom"),
+    (
+        "ggml-context-pool-large-batch.log",
+        "device-oom",
+        "batch-misconfiguration",
+    ),
     // Every line through Python logging's `%(asctime)s - %(levelname)s - %(message)s`.
     (
         "python-logging-dash-level-smi-table.log",
@@ -103,6 +116,17 @@ fn thin_pastes_are_incidents_and_say_what_would_settle_them() {
     assert_eq!(i.requested_bytes, Some(5_520_758_552));
     let i = first("cpu-allocator-wrapped-at-100.log");
     assert_eq!(i.requested_bytes, Some(92_475_822_080));
+    // cudaMallocAsync's gap, less a CUDA context, held the request: what held it leads, not
+    // the batch.
+    let i = first("async-pool-gap-on-a-desktop-card.log");
+    assert_ne!(i.cause.id(), "batch-misconfiguration", "{}", i.summary);
+    assert!(
+        i.evidence
+            .iter()
+            .any(|e| e.text.contains("neither in live tensors") && e.weight > 0.0),
+        "{:?}",
+        i.evidence
+    );
     // A pre-1.0 runtime error has no figures: nothing says memory was held elsewhere.
     let i = first("pre-1.0-thcudacheck.log");
     assert!(

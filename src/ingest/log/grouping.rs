@@ -223,7 +223,7 @@ impl LogAnalyzer {
             f.engine == engines::id::PYTORCH
                 && matches!(
                     f.get("oom.wording").and_then(Value::as_str),
-                    Some("cuda-runtime" | "cuda-library")
+                    Some("cuda-runtime" | "cuda-library" | "thc")
                 )
         }) {
             f.engine = ctx;

@@ -271,7 +271,7 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind").expect("static regex")
+    Regex::new(r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind").expect("static regex")
 });
 /// A training script announcing an evaluation round, once per round: `Start validating.`,
 /// `Starting evaluation`, Transformers' `***** Running Evaluation *****`, `Running validation`.

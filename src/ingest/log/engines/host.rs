@@ -25,11 +25,12 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
 /// SIGKILL; job control prints `[1]+  14875 killed  python main.py` (zsh) or
-/// `[1]+  Killed  python main.py` (bash); job runners print exit code 137 (128 + 9). A progress
+/// `[1]+  Killed  python main.py` (bash), its job number sometimes left on the line above
+/// (`60190 killed     python main.py`, zsh pads the state); job runners print exit code 137 (128 + 9). A progress
 /// bar redraws its line with `\r` and no newline, so the shell's `Killed` often lands glued to
 /// the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
+    Regex::new(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)\s*[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
@@ -264,6 +265,7 @@ impl Recognizer for Host {
                 .name("cmd")
                 .or(c.name("cmd2"))
                 .or(c.name("cmd3"))
+                .or(c.name("cmd4"))
                 .map(|m| {
                     crate::facts::engine::of_process(
                         m.as_str().split_whitespace().next().unwrap_or(""),
@@ -277,7 +279,12 @@ impl Recognizer for Host {
             f.fact("host.killer", "shell", None)
                 .fact("host.signal", "KILL", None)
                 .fact("host.exit_code", 137u32, None);
-            if let Some(cmd) = c.name("cmd").or(c.name("cmd2")).or(c.name("cmd3")) {
+            if let Some(cmd) = c
+                .name("cmd")
+                .or(c.name("cmd2"))
+                .or(c.name("cmd3"))
+                .or(c.name("cmd4"))
+            {
                 f.fact(
                     "host.victim_name",
                     cmd.as_str().split_whitespace().next().unwrap_or(""),
@@ -287,6 +294,7 @@ impl Recognizer for Host {
             if let Some(p) = c
                 .name("pid")
                 .or(c.name("pid3"))
+                .or(c.name("pid4"))
                 .and_then(|p| p.as_str().parse::<u64>().ok())
             {
                 f.fact("host.victim_pid", p, None);
@@ -465,6 +473,13 @@ mod tests {
             Some(14875.0)
         );
         assert!(failure("[2]+  Killed                  python train.py").is_some());
+        // zsh's job report with its `[1]` left glued to the progress bar on the line above.
+        let f = failure("60190 killed     python main.py").expect("job report, number above");
+        assert_eq!(
+            f.get("host.victim_pid").and_then(|v| v.as_f64()),
+            Some(60190.0)
+        );
+        assert!(failure("3 killed by the scheduler").is_none());
         assert!(
             failure("Loading checkpoint shards:   0%|          | 0/2 [00:00<?, ?it/s]Killed")
                 .is_some()

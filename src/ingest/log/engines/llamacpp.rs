@@ -92,6 +92,14 @@ static COMPUTE_FAIL: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("static regex")
 });
+/// ggml before its allocators (2023): every tensor came from one context pool sized up
+/// front from the batch and the context, and a graph larger than the estimate failed with
+/// `ggml_new_tensor_impl: not enough space in the context's memory pool (needed 35007776,
+/// available 12582912)`, typically at a large `--n_batch`.
+static CONTEXT_POOL: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"not enough space in the context's memory pool \(needed (?P<need>\d+), available (?P<avail>\d+)\)")
+        .expect("static regex")
+});
 /// Metal at run time: `error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)`.
 static METAL_RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"kIOGPUCommandBufferCallbackErrorOutOfMemory").expect("static regex")
@@ -209,6 +217,7 @@ impl Recognizer for LlamaCpp {
             "Device memory allocation of size",
             "ErrorOutOfDeviceMemory",
             "kIOGPUCommandBufferCallbackErrorOutOfMemory",
+            "context's memory pool",
             "error: out of memory",
             "current device:",
             "CUDA error",
@@ -581,6 +590,18 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         return true;
     }
     if (CUDA_MALLOC.is_match(text) || BUFFER_FAIL.is_match(text)) && retried(line) {
+        return true;
+    }
+    if let Some(c) = CONTEXT_POOL.captures(text) {
+        // The pool is the compute graph's scratch, sized from the batch: no device ran out,
+        // the graph outgrew the estimate.
+        let mut f = device_failure(line, "compute", "cpu", None);
+        if let Some(m) = c.name("need") {
+            if let Ok(b) = m.as_str().parse::<u64>() {
+                f.fact("oom.requested_bytes", b, span(&m));
+            }
+        }
+        out.failure(f);
         return true;
     }
     if let Some(c) = CUDA_MALLOC.captures(text) {
@@ -1436,6 +1457,23 @@ llama_load_model_from_file: failed to load model\n";
         assert!(
             failure("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 100.00 MiB on device 0: cudaMalloc failed: CUDA-capable device(s) is/are busy or unavailable").is_none()
         );
+    }
+
+    /// 2023's ggml context pool: a compute graph larger than the pool sized from the batch.
+    #[test]
+    fn an_outgrown_context_pool_is_a_compute_failure() {
+        let f = failure("ggml_new_tensor_impl: not enough space in the context's memory pool (needed 35007776, available 12582912)")
+            .expect("pool failure");
+        assert_eq!(f.kind, "device-oom");
+        assert_eq!(
+            f.get("llamacpp.alloc_kind").and_then(|v| v.as_str()),
+            Some("compute")
+        );
+        assert_eq!(
+            f.get("oom.requested_bytes").and_then(|v| v.as_f64()),
+            Some(35007776.0)
+        );
+        assert!(failure("ggml_new_tensor_impl: context's memory pool statistics").is_none());
     }
 
     /// L-A1..L-A9 and the consequence lines: (text, kind, backend, device, requested bytes, wrapper)

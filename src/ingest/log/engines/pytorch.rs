@@ -460,15 +460,19 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
             .is_some_and(|m| m.as_str().starts_with("CUDA out of memory"))
         {
             "torch-bare"
+        } else if c.name("b").is_none() {
+            // `cuda runtime error (2)` and `THCudaCheck`: before 1.0 the caching allocator
+            // itself failed with the runtime's words, so this is an allocator OOM without
+            // numbers, not a runtime failure beside the allocator.
+            "thc"
         } else {
             "cuda-runtime"
         };
         f.fact("oom.backend", backend, None)
             .fact("oom.wording", wording, None);
         // c10's CUDA check (`CUDA error: out of memory`, 1.x and later) fails outside the
-        // caching allocator, which reports tensors with its own message; THC's `cuda runtime
-        // error (2)` was the allocator itself.
-        if wording == "cuda-runtime" && c.name("b").is_some() {
+        // caching allocator, which reports tensors with its own message.
+        if wording == "cuda-runtime" {
             f.fact("oom.outside_allocator", true, None);
         }
         out.failure(f);
@@ -1241,11 +1245,11 @@ mod tests {
             ),
             (
                 "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingAllocator.cpp:510",
-                "cuda-runtime",
+                "thc",
             ),
             (
                 "THCudaCheck FAIL file=/pytorch/aten/src/THC/THCGeneral.cpp line=383 error=2 : out of memory",
-                "cuda-runtime",
+                "thc",
             ),
             (
                 "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",

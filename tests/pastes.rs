@@ -59,6 +59,12 @@ const CASES: &[(&str, &str, &str)] = &[
         "device-oom",
         "batch-misconfiguration",
     ),
+    // A notebook's header and its message at the bottom are one failure, with the numbers.
+    (
+        "notebook-header-and-message.log",
+        "device-oom",
+        "batch-misconfiguration",
+    ),
     // A Slurm step id (`*** STEP 7730412.0 ... CANCELLED`) is not a step count.
     (
         "slurm-step-cancelled-after-cgroup-kill.log",
@@ -98,6 +104,8 @@ fn thin_pastes_are_incidents_and_say_what_would_settle_them() {
         ("bare-fragment-from-issue-title.log", "device-oom"),
         ("tf-status-hard-wrapped-at-100-columns.log", "device-oom"),
         ("pre-1.0-thcudacheck.log", "device-oom"),
+        // A notebook paste cut inside the stack: only the header names the failure.
+        ("notebook-header-cut-in-the-stack.log", "device-oom"),
         ("zsh-job-control-kill-after-epochs.log", "host-oom"),
         // The fragment again, each line behind loguru's `time | LEVEL | where - `.
         ("loguru-fragment-without-exception.log", "device-oom"),
@@ -127,6 +135,8 @@ fn thin_pastes_are_incidents_and_say_what_would_settle_them() {
         "{:?}",
         i.evidence
     );
+    let i = first("notebook-header-and-message.log");
+    assert_eq!(i.requested_bytes, Some(3 << 30));
     // A pre-1.0 runtime error has no figures: nothing says memory was held elsewhere.
     let i = first("pre-1.0-thcudacheck.log");
     assert!(

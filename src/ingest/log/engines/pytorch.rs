@@ -105,6 +105,14 @@ static RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?P<b>CUDA|HIP|ROCm|MUSA) error: out of memory|cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA out of memory\.?\s*(?:Tried to allocate\s*)?$|CUDNN_STATUS_ALLOC_FAILED|Cuda failure '?out of memory'?")
         .expect("static regex")
 });
+/// IPython's (Jupyter's, Colab's) traceback header names the exception before the stack:
+/// `MemoryError                               Traceback (most recent call last)`. A paste
+/// that stops inside the stack keeps only this line of the failure. PyTorch's own
+/// `OutOfMemoryError` header is `BARE_CLASS`'s, with the class's other bare forms.
+static NOTEBOOK_HEADER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:[\w.]+\.)?(?P<exc>ResourceExhaustedError|_ArrayMemoryError|MemoryError)\s{3,}Traceback \(most recent call last\)")
+        .expect("static regex")
+});
 static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:could not be loaded|failed to load(?: the)? model|error (?:while )?loading (?:the )?model|unable to load(?: the)? model)[^:]{0,80}:.{0,40}out of memory")
         .expect("static regex")
@@ -145,6 +153,9 @@ impl Recognizer for PyTorch {
             "DefaultCPUAllocator",
             "would exceed allowed memory",
             "OutOfMemoryError",
+            // A notebook's traceback header (`NOTEBOOK_HEADER`).
+            "MemoryError",
+            "ResourceExhaustedError",
             "Allocation on device",
             "ALLOC_CONF",
             "torch version",
@@ -189,6 +200,10 @@ impl Recognizer for PyTorch {
         // garbage, often after another failure such as a collective's timeout), not memory
         // running out. It makes no OOM incident; the error before it is the one to read.
         if text.contains("allocate more than 1EB") {
+            return;
+        }
+        if let Some(c) = NOTEBOOK_HEADER.captures(text) {
+            out.failure(notebook_header_failure(&c["exc"]));
             return;
         }
         if let Some(restored) = restore_case(text) {
@@ -367,6 +382,20 @@ fn span(m: &regex::Match<'_>) -> Option<(usize, usize)> {
 }
 
 /// Reads a caching-allocator, MPS or runtime OOM. Returns whether the line was one.
+/// The failure a notebook's traceback header names. A wrapper: the message at the bottom of
+/// the traceback, when the paste kept it, is the failure and carries the numbers; alone the
+/// header still makes the incident.
+fn notebook_header_failure(exception: &str) -> Failure {
+    let mut f = match exception {
+        "ResourceExhaustedError" => Failure::new("device-oom", id::TENSORFLOW, Domain::Device),
+        // Python's own `MemoryError` (NumPy's `_ArrayMemoryError` is one): host RAM.
+        _ => Failure::new("host-oom", id::UNKNOWN, Domain::Host),
+    };
+    f.fact("oom.wording", "notebook-header", None);
+    f.wrapper = true;
+    f
+}
+
 fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
     let text = line.text;
     // A front-end that reports the OOM as the reason a model did not load (InvokeAI's
@@ -690,7 +719,7 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
         let self_listed = if text.contains("Including non-PyTorch memory") {
             None
         } else {
-            self_in_process_list(text, &listed)
+            self_in_process_list(text, &listed, c.name("total").and_then(size))
         };
         let mut others = 0u64;
         let mut count = 0u32;
@@ -767,8 +796,15 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
 /// in use` and looks like a stranger holding the device. Its own entry is recognisable:
 /// it holds at least what its allocator reserved (allocated + reserved-but-unallocated),
 /// plus a CUDA context and library workspaces. The closest entry above the reservation,
-/// within that margin, is taken as this process.
-fn self_in_process_list(text: &str, listed: &[(u64, u64, (usize, usize))]) -> Option<usize> {
+/// within that margin, is taken as this process. Past the margin (an engine with gigabytes
+/// outside the allocator: CUDA graphs, NCCL, custom kernels' workspaces) an entry still is
+/// this process when it and the reservation could not both fit on the device as two
+/// processes.
+fn self_in_process_list(
+    text: &str,
+    listed: &[(u64, u64, (usize, usize))],
+    total: Option<u64>,
+) -> Option<usize> {
     let alloc = MODERN_ALLOC
         .captures(text)
         .and_then(|c| c.name("alloc"))
@@ -790,6 +826,20 @@ fn self_in_process_list(text: &str, listed: &[(u64, u64, (usize, usize))]) -> Op
         })
         .min_by(|a, b| a.1.1.cmp(&b.1.1))
         .map(|(i, _)| i)
+        .or_else(|| {
+            // Two distinct processes would need more than the device holds (with the
+            // rounding of two-decimal figures).
+            let total = total? as f64;
+            listed
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, used, _))| {
+                    let u = *used as f64;
+                    u >= reserved * 0.995 && u <= total * 1.005 && u + reserved > total * 1.02
+                })
+                .min_by(|a, b| a.1.1.cmp(&b.1.1))
+                .map(|(i, _)| i)
+        })
 }
 
 /// `backend:cudaMallocAsync` prints a multi-line report instead of the usual sentence:
@@ -1183,6 +1233,13 @@ mod tests {
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 23.65 GiB of which 3.06 MiB is free. Process 501 has 15.10 GiB memory in use. Of the allocated memory 7.91 GiB is allocated by PyTorch, and 90.00 MiB is reserved by PyTorch but unallocated.",
         );
         assert!(close(num(&f, "oom.other_processes_bytes"), 15.10 * GIB));
+        // An engine with gigabytes outside its allocator (CUDA graphs, NCCL): past the margin,
+        // but it and the reservation could not both be on the device.
+        let f = failure(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 112.00 MiB. GPU 0 has a total capacty of 44.35 GiB of which 53.38 MiB is free. Process 3663367 has 44.28 GiB memory in use. Of the allocated memory 37.38 GiB is allocated by PyTorch, and 275.68 MiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(num(&f, "oom.other_processes_bytes"), Some(0.0));
+        assert!(close(num(&f, "oom.self_used_bytes"), 44.28 * GIB));
     }
 
     #[test]
@@ -1233,6 +1290,31 @@ mod tests {
         );
         assert_eq!(num(&f, "oom.allowed_bytes"), None);
         assert!(close(num(&f, "oom.mps_other_bytes"), 2.0 * GIB));
+    }
+
+    /// A notebook's traceback header alone is the failure it names, as a wrapper.
+    #[test]
+    fn a_notebook_traceback_header_names_the_failure() {
+        for (text, kind) in [
+            (
+                "ResourceExhaustedError                    Traceback (most recent call last)",
+                "device-oom",
+            ),
+            (
+                "MemoryError                               Traceback (most recent call last)",
+                "host-oom",
+            ),
+        ] {
+            let f = failure(text);
+            assert_eq!(f.kind, kind, "{text}");
+            assert!(f.wrapper, "{text}");
+        }
+        let no_failure =
+            |text: &str| crate::ingest::log::engines::emitted_failure(&run(text)).is_none();
+        assert!(no_failure(
+            "ValueError                                Traceback (most recent call last)"
+        ));
+        assert!(no_failure("Traceback (most recent call last):"));
     }
 
     #[test]

@@ -172,6 +172,8 @@ impl Recognizer for Tgi {
             "Not enough VRAM",
             "Warming up model",
             "Method Warmup",
+            // 2023's router: `thread 'main' panicked at 'Unable to warmup model: ...`.
+            "Unable to warmup",
             "signaled to shutdown",
             "NotEnoughMemory(",
             "MAX_TOTAL_TOKENS",
@@ -319,6 +321,10 @@ impl Recognizer for Tgi {
                 out.fact("model.weights_bytes", v, Some(sp));
             }
         } else if text.contains("Warming up model") || text.contains("Method Warmup") {
+            out.phase(PhaseMark::Warmup);
+        } else if text.contains("Unable to warmup") {
+            // The router's own words: the warm-up batch (`--max-batch-prefill-tokens`) failed.
+            out.engine(id::TGI);
             out.phase(PhaseMark::Warmup);
         } else if super::serving::is_argument_item(text) && text.contains("--") {
             // A command line as a YAML / list item (`- --max-batch-prefill-tokens=4096`). Only

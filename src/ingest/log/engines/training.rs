@@ -34,6 +34,14 @@ static HF_TOTAL_BATCH: LazyLock<Regex> = LazyLock::new(|| {
 static HF_ACCUM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"Gradient Accumulation steps = (?P<n>\d+)").expect("static regex")
 });
+/// The weights' dtype as the user's pasted loading code sets it: Hugging Face's and
+/// diffusers' `from_pretrained(..., torch_dtype=torch.bfloat16)` (newer: `dtype=` inside the
+/// call), `load_in_4bit=True` / `load_in_8bit=True` (also inside `BitsAndBytesConfig`). A
+/// fix that says "load in bfloat16" must not be offered to code that already does.
+static LOAD_DTYPE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\btorch_dtype\s*=\s*(?:torch\.)?(?P<d>bfloat16|float16|half|float32|float)\b|from_pretrained\(.*\bdtype\s*=\s*torch\.(?P<d2>bfloat16|float16|half|float32|float)\b|\bload_in_(?P<bits>4|8)bit\s*=\s*True\b")
+        .expect("static regex")
+});
 static PEFT_PARAMS: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"trainable params: (?P<t>[\d,]+) \|\| all params: (?P<a>[\d,]+)")
         .expect("static regex")
@@ -153,6 +161,11 @@ impl Recognizer for Training {
             "fp16",
             "mem",
             "Max_MA",
+            // Pasted loading code (`LOAD_DTYPE`).
+            "torch_dtype",
+            "from_pretrained(",
+            "load_in_4bit",
+            "load_in_8bit",
         ]
     }
 
@@ -177,6 +190,23 @@ impl Recognizer for Training {
             c.name(g)
                 .and_then(|m| parse_number(m.as_str()).map(|v| (v, (m.start(), m.end()))))
         };
+        if let Some(c) = LOAD_DTYPE.captures(text) {
+            let (m, dtype) = if let Some(b) = c.name("bits") {
+                (b, if b.as_str() == "4" { "4bit" } else { "int8" })
+            } else {
+                let m = c
+                    .name("d")
+                    .or(c.name("d2"))
+                    .expect("one dtype group matched");
+                let d = match m.as_str() {
+                    "half" => "float16",
+                    "float" => "float32",
+                    other => other,
+                };
+                (m, d)
+            };
+            out.fact("model.dtype", dtype, Some((m.start(), m.end())));
+        }
         if let Some((n, sp)) = HF_BATCH.captures(text).and_then(|c| num(&c, "n")) {
             out.fact("train.batch_size", n, Some(sp));
             // The Trainer's banner: its batch is `per_device_train_batch_size`.
@@ -368,6 +398,46 @@ mod tests {
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
         crate::ingest::log::engines::facts_of(&Training, text)
+    }
+
+    #[test]
+    fn pasted_loading_code_says_the_weights_dtype() {
+        for (line, dtype) in [
+            (
+                r#"pipe = FluxPipeline.from_pretrained("black-forest-labs/FLUX.1-schnell", torch_dtype=torch.bfloat16)"#,
+                "bfloat16",
+            ),
+            (
+                r#"model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float16, device_map="auto")"#,
+                "float16",
+            ),
+            ("    torch_dtype=torch.half,", "float16"),
+            (
+                "bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type='nf4')",
+                "4bit",
+            ),
+            (
+                "model = Model.from_pretrained(p, load_in_8bit=True)",
+                "int8",
+            ),
+        ] {
+            assert!(
+                facts(line).contains(&("model.dtype", Value::from(dtype))),
+                "{line}: {:?}",
+                facts(line)
+            );
+        }
+        // A tensor's dtype is not the weights'; a config dump's is the checkpoint's.
+        for line in [
+            "x = torch.zeros(4, dtype=torch.float16, device='cuda')",
+            r#"  "torch_dtype": "float32","#,
+            "load_in_4bit=False",
+        ] {
+            assert!(
+                !facts(line).iter().any(|(n, _)| *n == "model.dtype"),
+                "{line}"
+            );
+        }
     }
 
     #[test]

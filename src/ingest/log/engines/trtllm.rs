@@ -92,9 +92,13 @@ static REDUCED_SEQ: LazyLock<Regex> =
     LazyLock::new(|| re(r"maxSequenceLen is reduced to maxAttentionWindow: (?P<n>\d+)"));
 static REDUCED_INPUT: LazyLock<Regex> =
     LazyLock::new(|| re(r"maxInputLen is reduced to (?P<n>\d+)"));
-/// The pre-2024 hard error for the same situation.
-const MAX_TOKENS_TOO_SMALL: &str =
-    "maxTokensInPagedKvCache must be large enough to process at least 1 sequence";
+/// The pre-2024 hard error for the same situation; the Triton backend's form names the
+/// tokens the cache holds: `maxTokensInPagedKvCache (29184) must be large enough ...`.
+static MAX_TOKENS_TOO_SMALL: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"maxTokensInPagedKvCache(?: \((?P<n>\d+)\))? must be large enough to process at least 1 sequence",
+    )
+});
 /// R-7.
 static BOTH_SET: LazyLock<Regex> =
     LazyLock::new(|| re(r"are set \(to (?P<f>{U}) and (?P<n>\d+), respectively\)"));
@@ -237,9 +241,13 @@ impl Recognizer for TrtLlm {
             out.failure(f);
             return;
         }
-        if text.contains(MAX_TOKENS_TOO_SMALL) {
+        if let Some(c) = MAX_TOKENS_TOO_SMALL.captures(text) {
             out.engine(id::TRTLLM);
-            out.failure(Failure::new("kv-capacity", id::TRTLLM, Domain::Device));
+            let mut f = Failure::new("kv-capacity", id::TRTLLM, Domain::Device);
+            if let Some((v, sp)) = num_of(&c, "n") {
+                f.fact("trtllm.kv_tokens", v, Some(sp));
+            }
+            out.failure(f);
             return;
         }
 
@@ -574,6 +582,13 @@ mod tests {
                 "kv-capacity",
                 "",
                 0.0,
+            ),
+            (
+                "old error, the Triton backend's form",
+                "E0306 16:40:07.708802 117 backend_model.cc:691] ERROR: Failed to create instance: unexpected error when creating modelInstanceState: maxTokensInPagedKvCache (29184) must be large enough to process at least 1 sequence to completion (i.e. must be larger than beam_width * tokensPerBlock * maxBlocksPerSeq)",
+                "kv-capacity",
+                "trtllm.kv_tokens",
+                29184.0,
             ),
             (
                 "R-10",

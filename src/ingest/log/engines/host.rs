@@ -26,9 +26,9 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
 /// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
 /// SIGKILL; job control prints `[1]+  14875 killed  python main.py` (zsh) or
 /// `[1]+  Killed  python main.py` (bash), its job number sometimes left on the line above
-/// (`60190 killed     python main.py`, zsh pads the state); job runners print exit code 137 (128 + 9). A progress
-/// bar redraws its line with `\r` and no newline, so the shell's `Killed` often lands glued to
-/// the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
+/// (`60190 killed     python main.py`, zsh pads the state); job runners print exit code 137
+/// (128 + 9). A progress bar redraws its line with `\r` and no newline, so the shell's
+/// `Killed` often lands glued to the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
 });

@@ -190,7 +190,11 @@ impl Recognizer for Training {
             c.name(g)
                 .and_then(|m| parse_number(m.as_str()).map(|v| (v, (m.start(), m.end()))))
         };
-        if let Some(c) = LOAD_DTYPE.captures(text) {
+        // Every progress line with `mem` reaches this recogniser: the regex only where it can match.
+        if let Some(c) = (text.contains("dtype") || text.contains("load_in_"))
+            .then(|| LOAD_DTYPE.captures(text))
+            .flatten()
+        {
             let (m, dtype) = if let Some(b) = c.name("bits") {
                 (b, if b.as_str() == "4" { "4bit" } else { "int8" })
             } else {

@@ -79,7 +79,7 @@ fn fuse_snapshots(
     incidents: &mut Vec<crate::incident::Incident>,
     snapshots: &[crate::ingest::snapshot::SnapshotAnalysis],
 ) {
-    use crate::ingest::log::engines::{Domain, id};
+    use crate::ingest::log::engines::Domain;
     for snap in snapshots {
         let device = snap.oom_device().or_else(|| snap.focus_device());
         // A snapshot without an OOM can still describe a log's growth without a failure.
@@ -108,56 +108,53 @@ fn fuse_snapshots(
                     inc.device = device;
                 }
             }
-            _ if snap.oom_device().is_some() => {
-                let input: crate::facts::evidence::InputName =
-                    std::sync::Arc::from(snap.input.as_str());
-                let first = facts
-                    .get("oom.requested_bytes")
-                    .and_then(|f| f.sources.first().cloned())
-                    .unwrap_or_else(|| {
-                        crate::facts::evidence::Provenance::at(input.clone(), "oom")
-                    });
-                let mut facts = facts;
-                facts.set_if_absent("failure.kind", "device-oom", Some(first.clone()));
-                facts.set_if_absent("failure.engine", id::PYTORCH, Some(first.clone()));
-                incidents.push(crate::incident::Incident::from_evidence(
-                    input,
-                    "device-oom",
-                    id::PYTORCH,
-                    Domain::Device,
-                    device,
-                    first,
-                    facts,
-                ));
-            }
+            _ if snap.oom_device().is_some() => incidents.push(snapshot_incident(
+                snap,
+                facts,
+                device,
+                "device-oom",
+                ("oom.requested_bytes", "oom"),
+            )),
             // No OOM, but live memory rising step after step at one call site (what
             // `oomdoctor grow.pickle` is asked after a run was stopped): the growth is the
             // incident, as for a log that shows it.
-            _ if snapshot_shows_growth(&facts) => {
-                let input: crate::facts::evidence::InputName =
-                    std::sync::Arc::from(snap.input.as_str());
-                let first = facts
-                    .get("snapshot.leak_growth_bytes")
-                    .and_then(|f| f.sources.first().cloned())
-                    .unwrap_or_else(|| {
-                        crate::facts::evidence::Provenance::at(input.clone(), "trace")
-                    });
-                let mut facts = facts;
-                facts.set_if_absent("failure.kind", MEMORY_GROWTH, Some(first.clone()));
-                facts.set_if_absent("failure.engine", id::PYTORCH, Some(first.clone()));
-                incidents.push(crate::incident::Incident::from_evidence(
-                    input,
-                    MEMORY_GROWTH,
-                    id::PYTORCH,
-                    Domain::Device,
-                    device,
-                    first,
-                    facts,
-                ));
-            }
+            _ if snapshot_shows_growth(&facts) => incidents.push(snapshot_incident(
+                snap,
+                facts,
+                device,
+                MEMORY_GROWTH,
+                ("snapshot.leak_growth_bytes", "trace"),
+            )),
             _ => {}
         }
     }
+}
+
+/// An incident of a snapshot's own, of `kind`: first seen where the fact `anchor.0` was read,
+/// else at the snapshot's `anchor.1` ("oom", "trace").
+fn snapshot_incident(
+    snap: &SnapshotAnalysis,
+    facts: Facts,
+    device: Option<u32>,
+    kind: &'static str,
+    anchor: (&str, &str),
+) -> Incident {
+    use crate::facts::evidence::{InputName, Provenance};
+    use crate::ingest::log::engines::{Domain, id};
+    let input: InputName = std::sync::Arc::from(snap.input.as_str());
+    let first = facts
+        .get(anchor.0)
+        .and_then(|f| f.sources.first().cloned())
+        .unwrap_or_else(|| Provenance::at(input.clone(), anchor.1));
+    Incident::from_evidence(
+        input,
+        kind,
+        id::PYTORCH,
+        Domain::Device,
+        device,
+        first,
+        facts,
+    )
 }
 
 /// Whether a snapshot's trace shows live memory climbing step after step: three steps or
@@ -388,7 +385,7 @@ fn fuse_series(
         {
             continue;
         }
-        let mut facts = f.facts.clone();
+        let facts = f.facts.clone();
         let first = [
             "series.used_at_failure_bytes",
             "series.device_filled",
@@ -409,8 +406,6 @@ fn fuse_series(
             )
         });
         let engine = series_engine(&facts);
-        facts.set_if_absent("failure.kind", "device-oom", Some(first.clone()));
-        facts.set_if_absent("failure.engine", engine, Some(first.clone()));
         let mut inc = crate::incident::Incident::from_evidence(
             f.input.clone(),
             "device-oom",

@@ -49,7 +49,9 @@ pub struct Incident {
 
 impl Incident {
     /// An incident seen only in a structured input (a snapshot's `oom` entry, a series that
-    /// filled the device), not in any log line. Its phase is left to the [`timeline`].
+    /// filled the device) or in no one line (a log's growth), not made from a failure line.
+    /// Its `failure.kind` and `failure.engine` are its own kind and engine, placed at `first`,
+    /// unless `facts` say otherwise. Its phase is left to the [`timeline`].
     pub fn from_evidence(
         input: InputName,
         kind: &'static str,
@@ -57,8 +59,10 @@ impl Incident {
         domain: Domain,
         device: Option<u32>,
         first: Provenance,
-        facts: Facts,
+        mut facts: Facts,
     ) -> Incident {
+        facts.set_if_absent("failure.kind", kind, Some(first.clone()));
+        facts.set_if_absent("failure.engine", engine, Some(first.clone()));
         let signature = format!("{kind}|{engine}|{input}|{device:?}");
         Incident {
             input,

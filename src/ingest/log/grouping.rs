@@ -829,18 +829,14 @@ fn growth_without_failure(
         .get(names.last)
         .and_then(|f| f.sources.first().cloned())
         .unwrap_or_else(|| Provenance::at(input.clone(), "log"));
-    let engine = engine.unwrap_or(crate::facts::engine::id::UNKNOWN);
-    let mut facts = context.clone();
-    facts.set("failure.kind", MEMORY_GROWTH, Some(first.clone()));
-    facts.set("failure.engine", engine, Some(first.clone()));
     Some(Incident::from_evidence(
         input.clone(),
         MEMORY_GROWTH,
-        engine,
+        engine.unwrap_or(crate::facts::engine::id::UNKNOWN),
         domain,
         None,
         first,
-        facts,
+        context.clone(),
     ))
 }
 

@@ -202,7 +202,11 @@ impl Recognizer for PyTorch {
         if text.contains("allocate more than 1EB") {
             return;
         }
-        if let Some(c) = NOTEBOOK_HEADER.captures(text) {
+        if let Some(c) = text
+            .contains("Traceback (most recent")
+            .then(|| NOTEBOOK_HEADER.captures(text))
+            .flatten()
+        {
             out.failure(notebook_header_failure(&c["exc"]));
             return;
         }

@@ -20,10 +20,12 @@
 //! ([`facts::evidence::Provenance`]), so every verdict and every computed fix value can be
 //! traced back to the line it came from.
 
-// Inputs come from strangers, so `unsafe` is denied everywhere but in one place: the log
+// Inputs come from strangers, so `unsafe` is denied everywhere but in two places: the log
 // gate's AVX2 search (`ingest::log::gate`), whose only unsafe operations are unaligned
 // 32-byte loads inside the haystack, checked against the plain search by its tests and run
-// by the fuzz targets. (The binary's allocator wrapper is the other unsafe code.)
+// by the fuzz targets; and the memory map of a large log with its SIGBUS guard
+// (`input::mapped`), checked against the read path and against a file cut short under the
+// map by its tests. (The binary's allocator wrapper is the other unsafe code.)
 #![deny(unsafe_code)]
 // Errors about inputs and rules carry their source text for miette's labels, which makes
 // them large; they are on cold paths, so boxing them would only add noise.

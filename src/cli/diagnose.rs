@@ -6,6 +6,7 @@ use super::app::*;
 use crate::cli::DiagnoseArgs;
 use crate::diagnosis::report::{Diagnosis, InputErrorReport, InputReport, SkippedInput};
 use crate::diagnosis::rules::RuleSet;
+use crate::ingest::log::scanner::Source;
 use crate::input::{self, InputError, InputKind};
 use crate::render::terminal::Sink;
 use crate::render::{self, Format, Policy, RuleInfo};
@@ -418,7 +419,7 @@ fn analyze_opened(
 
 /// Analyses an opened input by its kind.
 fn analyze_kind(
-    opened: input::Opened,
+    mut opened: input::Opened,
     path: Option<&str>,
     opts: &DiagnoseOptions,
 ) -> Result<InputOutcome, (InputError, InputKind)> {
@@ -450,19 +451,40 @@ fn analyze_kind(
         InputKind::Series => series_input(opened).map_err(|e| (e, InputKind::Series)),
         InputKind::Log => {
             let counter = opened.counter.clone();
+            let mut mapped = opened.mapped();
             let mut reader = opened.reader;
-            let (evidence, stats) = crate::ingest::log::grouping::analyze_log(&mut reader, &name)
-                .map_err(|e| {
+            let source = match mapped.as_mut() {
+                Some(m) => Source::Mapped(m),
+                None => Source::Read(&mut reader),
+            };
+            let (evidence, stats) = crate::ingest::log::grouping::analyze_log_source(
+                source,
+                &name,
+                crate::ingest::log::ScanPlan::default(),
+            )
+            .map_err(|e| {
+                let at = match &mapped {
+                    Some(m) => m.window_offset(),
+                    None => counter.load(std::sync::atomic::Ordering::Relaxed),
+                };
                 (
-                    InputError::from_io(
-                        &name,
-                        e,
-                        compressed,
-                        counter.load(std::sync::atomic::Ordering::Relaxed),
-                    ),
+                    InputError::from_io(&name, e, compressed, at),
                     InputKind::Log,
                 )
             })?;
+            // A log cut short under the map (rotated, rewritten) is diagnosed up to the cut,
+            // as a read would have ended there.
+            let warnings = mapped
+                .as_ref()
+                .and_then(|m| m.shrunk_at())
+                .map(|at| {
+                    format!(
+                        "the file shrank while it was read (it was {} bytes; {at} could be read); diagnosed the part before",
+                        mapped.as_ref().map_or(0, |m| m.len())
+                    )
+                })
+                .into_iter()
+                .collect();
             Ok(InputOutcome {
                 report: InputReport {
                     name: name.to_string(),
@@ -471,7 +493,7 @@ fn analyze_kind(
                     lines: Some(stats.lines),
                     compressed,
                     incidents: evidence.incidents.len(),
-                    warnings: Vec::new(),
+                    warnings,
                 },
                 incidents: evidence.incidents,
                 series: Vec::new(),

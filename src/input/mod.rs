@@ -6,8 +6,11 @@
 //! config) is sniffed from the first bytes, never from the file name: crash logs arrive as
 //! `output.txt`, `job-1234.out` or on stdin.
 
+mod mapped;
 mod readahead;
 pub mod walk;
+
+pub use mapped::MappedFile;
 
 pub use readahead::{
     ReadAhead, WIDE_PIPE, read_pipe, widen_pipe, worthwhile as read_ahead_worthwhile,
@@ -200,6 +203,12 @@ pub struct Opened {
     /// Set when a gzip input stopped decoding before its end (see [`StopAtCut`]); the
     /// reader then ends there.
     pub cut: Arc<std::sync::Mutex<Option<Cut>>>,
+    /// A large regular file that holds the input's bytes as they are (not compressed, not
+    /// UTF-16): a log scan may read it through a map instead of `reader`
+    /// ([`Opened::mapped`]).
+    pub mappable: Option<(File, u64)>,
+    /// Whether the input was UTF-16, transcoded on the fly.
+    pub transcoded: bool,
 }
 
 /// A regular file read to its end once: the sniffing and the scan each asked the file
@@ -274,6 +283,11 @@ pub fn open(
         // FIFO (`<(kubectl logs ...)`) is a pipe: widened, and read like standard input.
         let len = meta.as_ref().map_or(0, |m| m.len());
         let is_file = meta.as_ref().is_none_or(|m| m.is_file());
+        // A second handle on a large log, for a scan through a map (`Opened::mapped`).
+        let mappable = (is_file && len >= MappedFile::MIN_LEN)
+            .then(|| f.try_clone().ok())
+            .flatten()
+            .map(|dup| (dup, len));
         let wide = !is_file && readahead::widen_pipe(&f);
         let reader: Box<dyn Read + Send> = if wide || (!is_file && readahead::worthwhile()) {
             readahead::read_pipe(f, wide)
@@ -290,7 +304,11 @@ pub fn open(
                 ended: false,
             })
         };
-        (spec.to_string(), reader)
+        let mut opened = open_reader(spec, reader, forced)?;
+        if !opened.compressed && !opened.transcoded {
+            opened.mappable = mappable;
+        }
+        return Ok(opened);
     };
     open_reader(&name, raw, forced)
 }
@@ -324,6 +342,7 @@ pub fn open_reader(
     let mut head = read_head(&mut reader, SNIFF_BYTES)
         .map_err(|e| InputError::from_io(name, e, compressed, 0))?;
     // UTF-16 text: transcode the stream to UTF-8 before anything looks at it.
+    let transcoded = utf16_order(&head).is_some();
     if let Some(big_endian) = utf16_order(&head) {
         let rest = Box::new(Cursor::new(std::mem::take(&mut head)).chain(reader));
         reader = Box::new(Utf16ToUtf8::new(rest, big_endian));
@@ -349,10 +368,19 @@ pub fn open_reader(
         reader,
         counter,
         cut,
+        mappable: None,
+        transcoded,
     })
 }
 
 impl Opened {
+    /// The input as a mapped file, where it is a large regular file read as it is
+    /// ([`MappedFile`]); `None` otherwise, and the input is read through `reader`.
+    pub fn mapped(&mut self) -> Option<MappedFile> {
+        let (file, len) = self.mappable.take()?;
+        MappedFile::new(file, len)
+    }
+
     /// Where the gzip stream stopped decoding, if it did (known once it was read to its
     /// end).
     pub fn cut(&self) -> Option<Cut> {

@@ -7,6 +7,7 @@
 mod common;
 
 mod log_gate;
+mod log_mapped;
 mod snapshot_fixtures;
 mod snapshot_hostile;
 mod snapshot_pickle;

@@ -745,9 +745,22 @@ pub fn analyze_log_planned(
     input: &InputName,
     plan: crate::ingest::log::ScanPlan,
 ) -> std::io::Result<(LogEvidence, crate::ingest::log::ScanStats)> {
+    analyze_log_source(
+        crate::ingest::log::scanner::Source::Read(reader),
+        input,
+        plan,
+    )
+}
+
+/// [`analyze_log_planned`], over a reader or a mapped file.
+pub fn analyze_log_source(
+    source: crate::ingest::log::scanner::Source<'_>,
+    input: &InputName,
+    plan: crate::ingest::log::ScanPlan,
+) -> std::io::Result<(LogEvidence, crate::ingest::log::ScanStats)> {
     let mut analyzer = LogAnalyzer::new(Arc::clone(input));
-    let stats = crate::ingest::log::scanner::scan_planned(
-        reader,
+    let stats = crate::ingest::log::scanner::scan_source(
+        source,
         engines::anchors(),
         Some(engines::gate()),
         plan,

@@ -126,12 +126,86 @@ pub fn scan_planned(
     plan: ScanPlan,
     sink: &mut dyn LineSink,
 ) -> io::Result<ScanStats> {
+    scan_source(Source::Read(reader), anchors, gate, plan, sink)
+}
+
+/// Where the scanned bytes come from.
+pub enum Source<'a> {
+    /// A reader, read into the scan buffer.
+    Read(&'a mut dyn Read),
+    /// A large regular file, read in place through a moving mapped window (no copy out of
+    /// the page cache; see [`crate::input::MappedFile`]).
+    Mapped(&'a mut crate::input::MappedFile),
+}
+
+/// The bytes the scan works on: the scan buffer a reader fills, or a mapped window. Both
+/// keep what the scan still needs (from `keep_from` on) when they make room.
+enum Feed<'a> {
+    Read(&'a mut dyn Read, ScanBuf),
+    Mapped(&'a mut crate::input::MappedFile),
+}
+
+impl Feed<'_> {
+    /// The bytes held, of which `..end` are filled.
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Feed::Read(_, buf) => buf,
+            Feed::Mapped(m) => m.bytes(),
+        }
+    }
+
+    /// How far [`Feed::bytes`] still holds the input: a mapped file cut short under the map
+    /// reads as zeros from the cut on ([`crate::input::MappedFile::shrunk_at`]).
+    fn intact_until(&self) -> usize {
+        match self {
+            Feed::Read(..) => usize::MAX,
+            Feed::Mapped(m) => m.shrunk_at().map_or(usize::MAX, |at| {
+                usize::try_from(at.saturating_sub(m.window_offset())).unwrap_or(usize::MAX)
+            }),
+        }
+    }
+
+    /// Adds bytes after `end`, dropping those before `keep_from` first where room is
+    /// needed. Returns how many were dropped (indices shift down by that much), how many
+    /// were added, and whether the input ended.
+    fn more(&mut self, keep_from: usize, end: usize) -> io::Result<(usize, usize, bool)> {
+        match self {
+            Feed::Read(reader, buf) => {
+                let mut dropped = 0;
+                if BUF_CAP - end < READ_SIZE {
+                    buf.copy_within(keep_from..end, 0);
+                    dropped = keep_from;
+                }
+                let end = end - dropped;
+                let slot = &mut buf[end..(end + READ_SIZE).min(BUF_CAP)];
+                let (n, at_end) = read_at_least(*reader, slot, crate::input::WIDE_PIPE)?;
+                Ok((dropped, n, at_end))
+            }
+            Feed::Mapped(m) => {
+                let (dropped, added) = m.advance(keep_from)?;
+                Ok((dropped, added, m.at_end()))
+            }
+        }
+    }
+}
+
+/// [`scan_planned`] over a [`Source`].
+pub fn scan_source(
+    source: Source<'_>,
+    anchors: &Anchors,
+    gate: Option<&Gate>,
+    plan: ScanPlan,
+    sink: &mut dyn LineSink,
+) -> io::Result<ScanStats> {
     // The tail is held back in the buffer, with room for a read and the look-back.
     let plan = ScanPlan {
         tail: plan.tail.min(BUF_CAP - READ_SIZE - LOOKBACK - LONG_LINE),
         ..plan
     };
-    let mut buf = ScanBuf::take();
+    let mut feed = match source {
+        Source::Read(reader) => Feed::Read(reader, ScanBuf::take()),
+        Source::Mapped(m) => Feed::Mapped(m),
+    };
     let mut base: u64 = 0; // input offset of `buf[0]`
     let mut pos = 0usize; // next byte to scan; a line start unless `in_long_line`
     let mut end = 0usize; // bytes filled
@@ -152,21 +226,17 @@ pub fn scan_planned(
     loop {
         // Make room and read.
         if !eof {
-            if BUF_CAP - end < READ_SIZE {
-                let keep_from = pos.saturating_sub(LOOKBACK);
-                buf.copy_within(keep_from..end, 0);
-                base += keep_from as u64;
-                pos -= keep_from;
-                end -= keep_from;
-            }
-            let slot = &mut buf[end..(end + READ_SIZE).min(BUF_CAP)];
-            let (n, at_end) = read_at_least(reader, slot, crate::input::WIDE_PIPE)?;
+            let (dropped, n, at_end) = feed.more(pos.saturating_sub(LOOKBACK), end)?;
+            base += dropped as u64;
+            pos -= dropped;
+            end -= dropped;
             // The reader is not asked again once it said "end" (a terminal would wait for a
             // second Ctrl-D); what it gave before that is scanned first.
             eof = at_end;
             end += n;
             stats.bytes += n as u64;
         }
+        let buf = feed.bytes();
 
         // Past the head, whole lines up to the held-back tail are searched through the gate.
         let gate = gate.filter(|_| !eof && !in_long_line && base + pos as u64 >= plan.head);
@@ -299,6 +369,11 @@ pub fn scan_planned(
             if run.is_none() && at <= covered_until {
                 continue; // inside the wrapped message just delivered whole
             }
+            if at >= feed.intact_until() {
+                // A mapped file cut short since its hits were found: the rest reads as
+                // zeros, and each hit left would be a line of them up to `limit`.
+                break;
+            }
             let line_start = memchr::memrchr(b'\n', &buf[region_start.max(counted)..at])
                 .map(|i| region_start.max(counted) + i + 1)
                 .unwrap_or(region_start.max(counted));
@@ -353,7 +428,7 @@ pub fn scan_planned(
     stats.lines = if stats.bytes == 0 {
         0
     } else {
-        line_no - u64::from(ends_with_newline(&buf[..end]))
+        line_no - u64::from(ends_with_newline(&feed.bytes()[..end]))
     };
     Ok(stats)
 }

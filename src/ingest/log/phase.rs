@@ -271,7 +271,7 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind").expect("static regex")
+    Regex::new(r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files").expect("static regex")
 });
 /// A training script announcing an evaluation round, once per round: `Start validating.`,
 /// `Starting evaluation`, Transformers' `***** Running Evaluation *****`, `Running validation`.
@@ -585,7 +585,9 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             continue;
         }
         let mut progress = false;
-        // Progress bars of loading, downloading or graph capture are not training steps.
+        // Progress bars of loading, downloading, graph capture or preparing a dataset
+        // (`Training datasets: 100%|...| 231/231`, `Map:`, `Generating train split`) are
+        // not training steps.
         if (may.tqdm || may.step || may.loss || may.epoch) && NOT_STEPS.is_match(t) {
             continue;
         }
@@ -1218,5 +1220,28 @@ mod counting {
         assert_ne!(d.phase, id::STEADY_STATE);
         let d = decide(&pre("Epoch 3/30"), None);
         assert_eq!(d.epoch, Some(2));
+    }
+
+    #[test]
+    fn dataset_bars_are_not_steps() {
+        // Building datasets runs bars to 100% before the first step; the training bar that
+        // follows has not moved.
+        let d = decide(
+            &pre(
+                "Training datasets: 100%|██████████| 231/231 [00:00<00:00, 1087.41it/s]
+                  Validation datasets: 100%|██████████| 42/42 [00:00<00:00, 2241.66it/s]
+                  Generating train split: 100%|██████████| 5000/5000 [00:01<00:00]
+                  Training:   0%|          | 0/1000 [00:00<?, ?it/s]",
+            ),
+            None,
+        );
+        assert_eq!(d.steps_completed, Some(0));
+        assert_ne!(d.phase, id::STEADY_STATE);
+        // A training loop's own bar still counts.
+        let d = decide(
+            &pre("Epoch 0:  46%|████▌     | 231/500 [01:02<01:13, 3.7it/s]"),
+            None,
+        );
+        assert_eq!(d.steps_completed, Some(231));
     }
 }

@@ -23,17 +23,18 @@ static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
 static SHM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit").expect("static regex")
 });
-/// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`) when a child dies of
+/// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`, its `line` in the
+/// user's language: `riga`, `Zeile`, `ligne`) when a child dies of
 /// SIGKILL; job control prints `[1]+  14875 killed  python main.py` (zsh) or
 /// `[1]+  Killed  python main.py` (bash), its job number sometimes left on the line above
 /// (`60190 killed     python main.py`, zsh pads the state); job runners print exit code 137
 /// (128 + 9). A progress bar redraws its line with `\r` and no newline, so the shell's
 /// `Killed` often lands glued to the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?line \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
+    Regex::new(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?\p{L}+ \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code)\s*[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
+    Regex::new(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code|terminated with code)\s*[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
 });
 /// Python's failed host allocations, at the start of the exception line: ENOMEM from the
 /// kernel (`OSError: [Errno 12] Cannot allocate memory`, a `fork` of a large process or an
@@ -169,6 +170,8 @@ impl Recognizer for Host {
             // DeepSpeed's launcher: `exits with return code = -9`.
             "code = -9",
             "code = 137",
+            // Lightning's launcher: `Child process with PID 652 terminated with code -9.`
+            "with code -9",
             "num_workers",
             "Errno 12",
             "MemoryError",
@@ -429,6 +432,13 @@ mod tests {
         }
         let f = failure("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).").unwrap();
         assert_eq!(f.get("host.shm_exhausted"), Some(&Value::Bool(true)));
+        for localized in [
+            "./invokeai/invoke.sh: riga 24:  8612 Killed                  .venv/bin/python invoke.py",
+            "run.sh: Zeile 3: 4711 Killed                  python train.py",
+        ] {
+            assert!(failure(localized).is_some(), "{localized}");
+        }
+        assert!(failure("[rank: 1] Child process with PID 652 terminated with code -9. Forcefully terminating all other processes to avoid zombies").is_some());
         let f = failure("train.sh: line 12: 31337 Killed                  python train.py --bs 64")
             .unwrap();
         assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(31337.0)));

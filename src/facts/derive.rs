@@ -264,10 +264,17 @@ fn model_weights(f: &mut Facts) {
     ]
     .iter()
     .any(|k| f.get(k).is_some_and(|v| v.value.as_str() != Some("None")));
-    if let (Some(params), Some(bytes)) = (
-        f.num("model.params"),
-        f.str("model.dtype").and_then(dtype_bytes),
-    ) {
+    // vLLM, SGLang and TGI load a checkpoint in 16 bits unless told otherwise (`--dtype
+    // auto` casts a 32-bit checkpoint down to float16): without a logged dtype, their
+    // weights are still two bytes a parameter.
+    let dtype = match f.str("model.dtype").and_then(dtype_bytes) {
+        Some(bytes) => Some((bytes, "model.dtype")),
+        None => f
+            .str("engine")
+            .filter(|e| ["vllm", "sglang", "tgi"].contains(e))
+            .map(|_| (2.0, "engine")),
+    };
+    if let (Some(params), Some((bytes, dtype_source))) = (f.num("model.params"), dtype) {
         // A name that says quantized, next to a 16- or 32-bit dtype: that dtype is the
         // compute's, not the weights'.
         let named_quantized = bytes >= 2.0
@@ -278,7 +285,7 @@ fn model_weights(f: &mut Facts) {
         }
         // The weights on one device: a serving engine's tensor and pipeline parallelism
         // splits them over its GPUs.
-        let mut sources = vec!["model.params", "model.dtype"];
+        let mut sources = vec!["model.params", dtype_source];
         let mut shards = 1.0;
         for k in [
             "vllm.tensor_parallel_size",

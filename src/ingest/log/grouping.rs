@@ -34,6 +34,10 @@ pub const SAME_DEATH_WINDOW: u64 = 30;
 /// Accounting this many lines below a failure still describes it (see
 /// [`LogAnalyzer::trailed_incident`]).
 pub const TRAILER_WINDOW: u64 = 6;
+/// A start this many lines below a failure, of a run that printed nothing but its
+/// configuration, is the failed run's own command pasted under its traceback (see
+/// [`LogAnalyzer::finish`]).
+pub const PASTED_COMMAND_WINDOW: u64 = 20;
 /// A log with more distinct incidents than this keeps the first ones and counts the rest.
 pub const MAX_INCIDENTS: usize = 1000;
 
@@ -61,6 +65,10 @@ pub struct LogAnalyzer {
     /// The job's own worker pids a launcher named, with the run they were named in (at most
     /// [`MAX_WORKER_PIDS`]).
     worker_pids: Vec<(u32, u64)>,
+    /// Where the current run started (0 for the first run), and whether it has shown
+    /// anything but configuration since: a failure, a phase marker, a memory reading.
+    run_started_at: u64,
+    run_output: bool,
 }
 
 /// Worker pids kept per log: a launcher names each worker a few times, and jobs run at
@@ -79,13 +87,52 @@ impl LogAnalyzer {
             restarts: 0,
             dropped: 0,
             worker_pids: Vec::new(),
+            run_started_at: 0,
+            run_output: false,
         }
     }
 
     /// Ends the scan.
     pub fn finish(self) -> LogEvidence {
-        let restarts = self.restarts;
+        let mut restarts = self.restarts;
         let mut incidents = self.incidents;
+        // An issue paste often puts the command under the traceback (`my command:` and a
+        // `vllm serve ...` below the error). Its start line ends the failed run, but a run
+        // that printed nothing else and started right below the failure is that command,
+        // not a restart: its configuration is the failed run's, for what the incident does
+        // not know already.
+        if let Some(last) = incidents.last_mut().filter(|i| {
+            self.run == i.run + 1
+                && !self.run_output
+                && self.run_started_at >= i.last_line
+                && self.run_started_at - i.last_line <= PASTED_COMMAND_WINDOW
+        }) {
+            for (name, fact) in self.context.iter() {
+                let from_the_command = fact
+                    .sources
+                    .iter()
+                    .any(|p| p.line.is_some_and(|l| l >= self.run_started_at));
+                if from_the_command && name != "engine" {
+                    last.facts.set_if_absent(
+                        name,
+                        fact.value.clone(),
+                        fact.sources.first().cloned(),
+                    );
+                }
+            }
+            if let Some(e) = self.context_engine {
+                let engine = more_specific_engine(last.engine, e);
+                if engine != last.engine {
+                    last.engine = engine;
+                    let at = self
+                        .context
+                        .get("engine")
+                        .and_then(|f| f.sources.first().cloned());
+                    last.facts.set("engine", engine, at);
+                }
+            }
+            restarts = restarts.saturating_sub(1);
+        }
         if incidents.is_empty() {
             incidents.extend(growth_without_failure(
                 &self.input,
@@ -162,11 +209,14 @@ impl LogAnalyzer {
                     inc.facts.set("phase", inc.phase, Some(rec.prov.clone()));
                 }
                 self.marker = Some((p, hit.line_no));
+                self.run_output = true;
             }
             Observation::MemorySample(bytes) => {
+                self.run_output = true;
                 add_sample(&mut self.context, &DEVICE_SAMPLES, bytes, rec.prov);
             }
             Observation::HostMemorySample { used, total } => {
+                self.run_output = true;
                 add_sample(&mut self.context, &HOST_SAMPLES, used / total, rec.prov);
             }
             Observation::WorkerPid(pid) => {
@@ -180,6 +230,8 @@ impl LogAnalyzer {
                 if self.incidents.iter().any(|i| i.run == self.run) || !self.context.is_empty() {
                     self.restarts += u32::from(!self.incidents.is_empty() || self.run > 0);
                     self.run += 1;
+                    self.run_started_at = hit.line_no;
+                    self.run_output = false;
                 }
                 // What the device held before this start is the one thing the old context
                 // still says about the new run: memory in use before it existed is someone
@@ -188,7 +240,10 @@ impl LogAnalyzer {
                 self.context_engine = None;
                 self.marker = None;
             }
-            Observation::Failure(f) => self.failure(f, rec.prov, rec.meta, hit),
+            Observation::Failure(f) => {
+                self.run_output = true;
+                self.failure(f, rec.prov, rec.meta, hit)
+            }
         }
     }
 
@@ -973,6 +1028,29 @@ mod tests {
         let log = format!("{oom}\n{}{kill}\n", "step\n".repeat(100));
         let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
         assert_eq!(ev.incidents.len(), 2);
+    }
+
+    #[test]
+    fn a_command_pasted_under_its_traceback_is_the_failed_runs() {
+        let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 384.00 MiB. GPU 0 has a total capacity of 79.33 GiB of which 351.81 MiB is free.";
+        let command = "vllm serve qwen/Qwen1.5-72B-Chat --max-model-len 8192";
+        let log = format!("{oom}\n\nmy command:\n{command}\n");
+        let ev = run(&log);
+        assert_eq!(ev.incidents.len(), 1);
+        let inc = &ev.incidents[0];
+        assert_eq!(inc.engine, "vllm");
+        assert_eq!(inc.facts.str("model.name"), Some("qwen/Qwen1.5-72B-Chat"));
+        assert_eq!(inc.facts.num("vllm.max_model_len"), Some(8192.0));
+        assert_eq!(ev.restarts, 0);
+        // A start that went on to fail again is a run of its own: its configuration is not
+        // the first failure's.
+        let log = format!("{oom}\n\n{command}\n{oom}\n");
+        let ev = run(&log);
+        assert!(ev.incidents[0].facts.str("model.name").is_none());
+        // So is a command far below the failure.
+        let log = format!("{oom}\n{}{command}\n", "step\n".repeat(40));
+        let ev = run(&log);
+        assert!(ev.incidents[0].facts.str("model.name").is_none());
     }
 
     #[test]

@@ -489,7 +489,11 @@ fn analyze_kind(
                 report: InputReport {
                     name: name.to_string(),
                     kind: "log",
-                    bytes: stats.bytes,
+                    // Past a cut, the map read zeros: they are not the log's bytes.
+                    bytes: mapped
+                        .as_ref()
+                        .and_then(|m| m.shrunk_at())
+                        .map_or(stats.bytes, |at| stats.bytes.min(at)),
                     lines: Some(stats.lines),
                     compressed,
                     incidents: evidence.incidents.len(),

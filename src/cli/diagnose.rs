@@ -473,27 +473,24 @@ fn analyze_kind(
                 )
             })?;
             // A log cut short under the map (rotated, rewritten) is diagnosed up to the cut,
-            // as a read would have ended there.
-            let warnings = mapped
+            // as a read would have ended there; past the cut the map read zeros, which are
+            // not the log's bytes.
+            let mut warnings = Vec::new();
+            let mut bytes = stats.bytes;
+            if let Some((at, len)) = mapped
                 .as_ref()
-                .and_then(|m| m.shrunk_at())
-                .map(|at| {
-                    format!(
-                        "the file shrank while it was read (it was {} bytes; {at} could be read); diagnosed the part before",
-                        mapped.as_ref().map_or(0, |m| m.len())
-                    )
-                })
-                .into_iter()
-                .collect();
+                .and_then(|m| Some((m.shrunk_at()?, m.len())))
+            {
+                warnings.push(format!(
+                    "the file shrank while it was read (it was {len} bytes; {at} could be read); diagnosed the part before"
+                ));
+                bytes = bytes.min(at);
+            }
             Ok(InputOutcome {
                 report: InputReport {
                     name: name.to_string(),
                     kind: "log",
-                    // Past a cut, the map read zeros: they are not the log's bytes.
-                    bytes: mapped
-                        .as_ref()
-                        .and_then(|m| m.shrunk_at())
-                        .map_or(stats.bytes, |at| stats.bytes.min(at)),
+                    bytes,
                     lines: Some(stats.lines),
                     compressed,
                     incidents: evidence.incidents.len(),

@@ -258,59 +258,57 @@ pub fn open(
     stdin_name: &str,
     forced: Option<InputKind>,
 ) -> Result<Opened, InputError> {
-    let (name, raw): (String, Box<dyn Read + Send>) = if spec == "-" {
-        (stdin_name.to_string(), stdin)
-    } else {
-        let path = Path::new(spec);
-        let directory = || InputError::Directory {
-            input: spec.to_string(),
-        };
-        // One `stat` of the open file says both "directory" and "large" (a directory's
-        // 10,000 logs each paid a path lookup for the first before).
-        let f = match File::open(path) {
-            Ok(f) => f,
-            Err(_) if path.is_dir() => return Err(directory()),
-            Err(e) => return Err(InputError::from_io(spec, e, false, 0)),
-        };
-        let meta = f.metadata().ok();
-        if meta.as_ref().is_some_and(|m| m.is_dir()) {
-            return Err(directory());
-        }
-        // A regular file is read on the scanning thread. Reading a large one ahead on a
-        // second thread paid while the scan walked every byte; with the gate, the 1 GiB
-        // bench log took 0.21 s wall but 0.30-0.39 s of CPU that way (the thread's copy and
-        // hand-over), 0.27 s and 0.26-0.28 s without (the kernel reads ahead on its own). A
-        // FIFO (`<(kubectl logs ...)`) is a pipe: widened, and read like standard input.
-        let len = meta.as_ref().map_or(0, |m| m.len());
-        let is_file = meta.as_ref().is_none_or(|m| m.is_file());
-        // A second handle on a large log, for a scan through a map (`Opened::mapped`).
-        let mappable = (is_file && len >= MappedFile::MIN_LEN)
-            .then(|| f.try_clone().ok())
-            .flatten()
-            .map(|dup| (dup, len));
-        let wide = !is_file && readahead::widen_pipe(&f);
-        let reader: Box<dyn Read + Send> = if wide || (!is_file && readahead::worthwhile()) {
-            readahead::read_pipe(f, wide)
-        } else {
-            // Sized to the file (a pipe or device reports 0: the most): a 1 MiB buffer
-            // for each of a directory's small logs was allocated and freed for nothing.
-            let size = if len == 0 {
-                1 << 20
-            } else {
-                len.clamp(8 << 10, 1 << 20)
-            };
-            Box::new(EndOnce {
-                inner: BufReader::with_capacity(size as usize, f),
-                ended: false,
-            })
-        };
-        let mut opened = open_reader(spec, reader, forced)?;
-        if !opened.compressed && !opened.transcoded {
-            opened.mappable = mappable;
-        }
-        return Ok(opened);
+    if spec == "-" {
+        return open_reader(stdin_name, stdin, forced);
+    }
+    let path = Path::new(spec);
+    let directory = || InputError::Directory {
+        input: spec.to_string(),
     };
-    open_reader(&name, raw, forced)
+    // One `stat` of the open file says both "directory" and "large" (a directory's
+    // 10,000 logs each paid a path lookup for the first before).
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(_) if path.is_dir() => return Err(directory()),
+        Err(e) => return Err(InputError::from_io(spec, e, false, 0)),
+    };
+    let meta = f.metadata().ok();
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(directory());
+    }
+    // A regular file is read on the scanning thread. Reading a large one ahead on a
+    // second thread paid while the scan walked every byte; with the gate, the 1 GiB
+    // bench log took 0.21 s wall but 0.30-0.39 s of CPU that way (the thread's copy and
+    // hand-over), 0.27 s and 0.26-0.28 s without (the kernel reads ahead on its own). A
+    // FIFO (`<(kubectl logs ...)`) is a pipe: widened, and read like standard input.
+    let len = meta.as_ref().map_or(0, |m| m.len());
+    let is_file = meta.as_ref().is_none_or(|m| m.is_file());
+    // A second handle on a large log, for a scan through a map (`Opened::mapped`).
+    let mappable = (is_file && len >= MappedFile::MIN_LEN)
+        .then(|| f.try_clone().ok())
+        .flatten()
+        .map(|dup| (dup, len));
+    let wide = !is_file && readahead::widen_pipe(&f);
+    let reader: Box<dyn Read + Send> = if wide || (!is_file && readahead::worthwhile()) {
+        readahead::read_pipe(f, wide)
+    } else {
+        // Sized to the file (a pipe or device reports 0: the most): a 1 MiB buffer
+        // for each of a directory's small logs was allocated and freed for nothing.
+        let size = if len == 0 {
+            1 << 20
+        } else {
+            len.clamp(8 << 10, 1 << 20)
+        };
+        Box::new(EndOnce {
+            inner: BufReader::with_capacity(size as usize, f),
+            ended: false,
+        })
+    };
+    let mut opened = open_reader(spec, reader, forced)?;
+    if !opened.compressed && !opened.transcoded {
+        opened.mappable = mappable;
+    }
+    Ok(opened)
 }
 
 /// Opens an already-open reader.
@@ -342,8 +340,9 @@ pub fn open_reader(
     let mut head = read_head(&mut reader, SNIFF_BYTES)
         .map_err(|e| InputError::from_io(name, e, compressed, 0))?;
     // UTF-16 text: transcode the stream to UTF-8 before anything looks at it.
-    let transcoded = utf16_order(&head).is_some();
-    if let Some(big_endian) = utf16_order(&head) {
+    let order = utf16_order(&head);
+    let transcoded = order.is_some();
+    if let Some(big_endian) = order {
         let rest = Box::new(Cursor::new(std::mem::take(&mut head)).chain(reader));
         reader = Box::new(Utf16ToUtf8::new(rest, big_endian));
         head = read_head(&mut reader, SNIFF_BYTES)

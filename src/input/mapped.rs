@@ -436,6 +436,22 @@ mod tests {
         (path.clone(), File::open(&path).unwrap())
     }
 
+    /// Maps a file of `byte`s longer than a window, hands out its first window, then cuts
+    /// the file to `cut` bytes.
+    fn first_window_then_cut(name: &str, byte: u8, cut: u64) -> (std::path::PathBuf, MappedFile) {
+        let len = WINDOW + (4 << 20);
+        let (path, f) = temp_file(name, &vec![byte; len]);
+        let mut m = MappedFile::new(f, len as u64).unwrap();
+        assert_eq!(fill_window(&mut m), WINDOW);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        (path, m)
+    }
+
     /// Hands out the rest of the current window (the first one, at the start).
     fn fill_window(m: &mut MappedFile) -> usize {
         let mut added = 0;
@@ -500,20 +516,9 @@ mod tests {
 
     #[test]
     fn a_file_cut_short_under_the_map_reads_to_the_cut_and_no_further() {
-        let len = WINDOW + (4 << 20);
-        let bytes = vec![b'x'; len];
-        let (path, f) = temp_file("cut", &bytes);
-        let mut m = MappedFile::new(f, len as u64).unwrap();
-        assert_eq!(fill_window(&mut m), WINDOW);
         // Cut the file inside the first window, after the map handed those bytes out:
         // touching them now would be SIGBUS without the guard.
-        let cut = 3 * page_size() as u64 + 17;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let (path, mut m) = first_window_then_cut("cut", b'x', 3 * page_size() as u64 + 17);
         let seen = m.bytes();
         assert!(seen[..page_size()].iter().all(|&b| b == b'x'));
         // The page holding the cut is kept partly by the kernel (the rest of it reads 0);
@@ -528,18 +533,8 @@ mod tests {
 
     #[test]
     fn a_cut_before_the_reader_gets_there_ends_the_bytes_at_it() {
-        let len = WINDOW + (4 << 20);
-        let bytes = vec![b'y'; len];
-        let (path, f) = temp_file("cut-ahead", &bytes);
-        let mut m = MappedFile::new(f, len as u64).unwrap();
-        assert_eq!(fill_window(&mut m), WINDOW);
         let cut = (WINDOW + 2 * page_size()) as u64;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let (path, mut m) = first_window_then_cut("cut-ahead", b'y', cut);
         let (dropped, added) = m.advance(WINDOW - 10).unwrap();
         assert_eq!(m.window_offset() + (m.bytes().len()) as u64, cut);
         assert!(added <= 2 * page_size() && dropped > 0);

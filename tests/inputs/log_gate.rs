@@ -99,7 +99,7 @@ fn every_failure_line_of_every_log_is_found_by_the_gate_alone() {
 
 /// Records the lines the scan delivers, with their text.
 #[derive(Default)]
-struct Lines(Vec<(u64, String)>);
+pub(crate) struct Lines(pub(crate) Vec<(u64, String)>);
 
 impl LineSink for Lines {
     fn hit(&mut self, hit: &Hit<'_>) -> u32 {

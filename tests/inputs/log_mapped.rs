@@ -13,6 +13,8 @@ use oomdoctor::ingest::log::scanner::{Source, scan_source};
 use oomdoctor::ingest::log::{Hit, LineSink, ScanPlan};
 use oomdoctor::input::MappedFile;
 
+use crate::log_gate::Lines;
+
 /// A file in the system's temporary folder, removed when dropped.
 struct TempLog(PathBuf);
 
@@ -95,17 +97,6 @@ fn big_log() -> Vec<u8> {
         log.extend(b"INFO 10:00:00 step 12 | loss 2.310 | tokens/s 11000\n");
     }
     log
-}
-
-#[derive(Default)]
-struct Lines(Vec<(u64, String)>);
-
-impl LineSink for Lines {
-    fn hit(&mut self, hit: &Hit<'_>) -> u32 {
-        self.0
-            .push((hit.line_no, String::from_utf8_lossy(hit.raw).into_owned()));
-        0
-    }
 }
 
 #[test]

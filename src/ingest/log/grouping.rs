@@ -96,41 +96,19 @@ impl LogAnalyzer {
     pub fn finish(self) -> LogEvidence {
         let mut restarts = self.restarts;
         let mut incidents = self.incidents;
-        // An issue paste often puts the command under the traceback (`my command:` and a
-        // `vllm serve ...` below the error). Its start line ends the failed run, but a run
-        // that printed nothing else and started right below the failure is that command,
-        // not a restart: its configuration is the failed run's, for what the incident does
-        // not know already.
+        // A command pasted under the traceback is not a restart (see `adopt_pasted_command`).
         if let Some(last) = incidents.last_mut().filter(|i| {
             self.run == i.run + 1
                 && !self.run_output
                 && self.run_started_at >= i.last_line
                 && self.run_started_at - i.last_line <= PASTED_COMMAND_WINDOW
         }) {
-            for (name, fact) in self.context.iter() {
-                let from_the_command = fact
-                    .sources
-                    .iter()
-                    .any(|p| p.line.is_some_and(|l| l >= self.run_started_at));
-                if from_the_command && name != "engine" {
-                    last.facts.set_if_absent(
-                        name,
-                        fact.value.clone(),
-                        fact.sources.first().cloned(),
-                    );
-                }
-            }
-            if let Some(e) = self.context_engine {
-                let engine = more_specific_engine(last.engine, e);
-                if engine != last.engine {
-                    last.engine = engine;
-                    let at = self
-                        .context
-                        .get("engine")
-                        .and_then(|f| f.sources.first().cloned());
-                    last.facts.set("engine", engine, at);
-                }
-            }
+            adopt_pasted_command(
+                last,
+                &self.context,
+                self.context_engine,
+                self.run_started_at,
+            );
             restarts = restarts.saturating_sub(1);
         }
         if incidents.is_empty() {
@@ -493,6 +471,40 @@ impl LogAnalyzer {
             run: self.run,
             signature,
         });
+    }
+}
+
+/// An issue paste often puts the command under the traceback (`my command:` and a `vllm
+/// serve ...` below the error). Its start line ends the failed run, but a run that printed
+/// nothing else and started right below the failure is that command, not a restart: its
+/// configuration (the facts read from `started_at` on) is the failed run's, for what the
+/// incident does not know already, and its engine where more specific.
+fn adopt_pasted_command(
+    incident: &mut Incident,
+    context: &Facts,
+    context_engine: Option<&'static str>,
+    started_at: u64,
+) {
+    for (name, fact) in context.iter() {
+        let from_the_command = fact
+            .sources
+            .iter()
+            .any(|p| p.line.is_some_and(|l| l >= started_at));
+        if from_the_command && name != "engine" {
+            incident
+                .facts
+                .set_if_absent(name, fact.value.clone(), fact.sources.first().cloned());
+        }
+    }
+    if let Some(e) = context_engine {
+        let engine = more_specific_engine(incident.engine, e);
+        if engine != incident.engine {
+            incident.engine = engine;
+            let at = context
+                .get("engine")
+                .and_then(|f| f.sources.first().cloned());
+            incident.facts.set("engine", engine, at);
+        }
     }
 }
 

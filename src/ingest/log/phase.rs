@@ -1228,9 +1228,9 @@ mod counting {
         // follows has not moved.
         let d = decide(
             &pre(
-                "Training datasets: 100%|██████████| 231/231 [00:00<00:00, 1087.41it/s]
-                  Validation datasets: 100%|██████████| 42/42 [00:00<00:00, 2241.66it/s]
-                  Generating train split: 100%|██████████| 5000/5000 [00:01<00:00]
+                "Training datasets: 100%|██████████| 231/231 [00:00<00:00, 1087.41it/s]\n\
+                  Validation datasets: 100%|██████████| 42/42 [00:00<00:00, 2241.66it/s]\n\
+                  Generating train split: 100%|██████████| 5000/5000 [00:01<00:00]\n\
                   Training:   0%|          | 0/1000 [00:00<?, ?it/s]",
             ),
             None,

@@ -385,7 +385,6 @@ fn span(m: &regex::Match<'_>) -> Option<(usize, usize)> {
     Some((m.start(), m.end()))
 }
 
-/// Reads a caching-allocator, MPS or runtime OOM. Returns whether the line was one.
 /// The failure a notebook's traceback header names. A wrapper: the message at the bottom of
 /// the traceback, when the paste kept it, is the failure and carries the numbers; alone the
 /// header still makes the incident.
@@ -400,6 +399,7 @@ fn notebook_header_failure(exception: &str) -> Failure {
     f
 }
 
+/// Reads a caching-allocator, MPS or runtime OOM. Returns whether the line was one.
 fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
     let text = line.text;
     // A front-end that reports the OOM as the reason a model did not load (InvokeAI's

@@ -241,7 +241,11 @@ impl Recognizer for TrtLlm {
             out.failure(f);
             return;
         }
-        if let Some(c) = MAX_TOKENS_TOO_SMALL.captures(text) {
+        if let Some(c) = text
+            .contains("must be large enough to process")
+            .then(|| MAX_TOKENS_TOO_SMALL.captures(text))
+            .flatten()
+        {
             out.engine(id::TRTLLM);
             let mut f = Failure::new("kv-capacity", id::TRTLLM, Domain::Device);
             if let Some((v, sp)) = num_of(&c, "n") {

@@ -6,7 +6,8 @@
 //! single multi-literal search ([`aho_corasick`], a DFA over lower-case anchors) over whole
 //! chunks, and only for a hit finds the enclosing line and hands it to the sink together with
 //! bounded windows of the bytes before and after it (for tracebacks and messages wrapped over
-//! several lines). Line numbers come from counting newlines between hits (SIMD `memchr`).
+//! several lines). Line numbers come from counting newlines between hits (SIMD `memchr`);
+//! where the gate searched, it counted them on its way (see [`NewlineCounter`]).
 //!
 //! Anchors match ASCII-case-insensitively; [`Anchors`](super::anchors::Anchors) says how the
 //! search keeps up with the disk with a few hundred of them. Past the first 32 MiB of a log,
@@ -105,6 +106,46 @@ pub struct ScanStats {
 /// Counts newlines.
 fn count_newlines(s: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', s).count() as u64
+}
+
+/// The newlines before a place in a region, for places asked in order: counted from the
+/// nearest place known, the gate's marks ([`Gate::hit_lines`]) or the last one asked. Past a
+/// large log's head the gate has counted nearly every byte's newlines already; a second
+/// pass over them was an eighth of the scan.
+struct NewlineCounter<'a> {
+    hay: &'a [u8],
+    marks: &'a [(usize, u64)],
+    /// The next mark not yet taken.
+    next: usize,
+    /// The last place known: `(offset, newlines before it)`.
+    known: (usize, u64),
+}
+
+impl<'a> NewlineCounter<'a> {
+    fn new(hay: &'a [u8], marks: &'a [(usize, u64)]) -> Self {
+        NewlineCounter {
+            hay,
+            marks,
+            next: 0,
+            known: (0, 0),
+        }
+    }
+
+    /// The newlines in `hay[..at]`; `at` no earlier than the place asked before.
+    fn before(&mut self, at: usize) -> u64 {
+        while let Some(&mark) = self.marks.get(self.next) {
+            if mark.0 > at {
+                break;
+            }
+            if mark.0 >= self.known.0 {
+                self.known = mark;
+            }
+            self.next += 1;
+        }
+        let n = self.known.1 + count_newlines(&self.hay[self.known.0..at]);
+        self.known = (at, n);
+        n
+    }
 }
 
 /// Scans `reader` to the end, delivering lines that contain an anchor to `sink`, every
@@ -219,7 +260,7 @@ pub fn scan_source(
     // and past it where that stretch had one.
     let mut seam_search = true;
     let mut first_region = true;
-    let mut hit_offsets: Vec<usize> = Vec::new();
+    let mut region = RegionHits::default();
     // Input offset up to which a failure's window asks for every anchor to be walked.
     let mut walk_until: u64 = 0;
 
@@ -328,7 +369,8 @@ pub fn scan_source(
             seam_search = !runs.is_empty();
             first_region = false;
         }
-        hit_offsets.clear();
+        region.offsets.clear();
+        region.newline_marks.clear();
         let at = base + pos as u64;
         match (gate, gated_limit) {
             (Some(gate), Some(_)) => {
@@ -339,17 +381,19 @@ pub fn scan_source(
                     &buf[pos..end.min(limit + plan.window)],
                     limit - pos,
                     usize::try_from(walk_until.saturating_sub(at)).unwrap_or(usize::MAX),
-                    &mut hit_offsets,
+                    &mut region,
                 );
                 walk_until = walk_until.max(at.saturating_add(window_end as u64));
             }
-            _ => anchors.hit_lines(&buf[pos..limit], &mut hit_offsets),
+            _ => anchors.hit_lines(&buf[pos..limit], &mut region.offsets),
         }
         let region_start = pos;
-        let mut counted = pos; // newlines before `counted` are already in `line_no`
+        let region_line = line_no; // the line that starts at `region_start`
+        let mut newlines = NewlineCounter::new(&buf[region_start..limit], &region.newline_marks);
+        let mut counted = pos; // the lines started before `counted` are in `line_no`
         let mut covered_until = 0usize; // a delivered wrapped run ends here
         let mut runs = runs.into_iter().peekable();
-        let mut offsets = hit_offsets.iter().copied().peekable();
+        let mut offsets = region.offsets.iter().copied().peekable();
         loop {
             let next_run = runs.peek().map(|r| pos + r.start);
             let next_hit = offsets.peek().map(|&o| pos + o);
@@ -377,7 +421,7 @@ pub fn scan_source(
             let line_start = memchr::memrchr(b'\n', &buf[region_start.max(counted)..at])
                 .map(|i| region_start.max(counted) + i + 1)
                 .unwrap_or(region_start.max(counted));
-            line_no += count_newlines(&buf[counted..line_start]);
+            line_no = region_line + newlines.before(line_start - region_start);
             counted = line_start;
             let line_end = match &run {
                 Some(r) => pos + r.end,
@@ -418,7 +462,7 @@ pub fn scan_source(
                 skip_lines = line_no + joined + consumed as u64;
             }
         }
-        line_no += count_newlines(&buf[counted..limit]);
+        line_no = region_line + newlines.before(limit - region_start);
         pos = limit;
         if eof && pos >= end {
             break;
@@ -433,14 +477,25 @@ pub fn scan_source(
     Ok(stats)
 }
 
-/// Appends to `out`, in order, one offset inside each line of `hay[..limit]` that holds an
-/// anchor, looking only at the lines the gate finds and, around each that marks a failure,
-/// at every line within `window` bytes before and after it.
+/// What the search of a region leaves for the scan.
+#[derive(Default)]
+struct RegionHits {
+    /// One offset inside each line that holds an anchor, in order.
+    offsets: Vec<usize>,
+    /// Where the gate counted the region's newlines (see [`NewlineCounter`]); empty where
+    /// the region was walked in full.
+    newline_marks: Vec<(usize, u64)>,
+}
+
+/// Appends to `found.offsets`, in order, one offset inside each line of `hay[..limit]`
+/// that holds an anchor, looking only at the lines the gate finds and, around each that
+/// marks a failure, at every line within `window` bytes before and after it.
 ///
 /// `hay` runs up to `window` bytes past `limit`, so that a failure just past the region
 /// has its window before it walked here; `walk_to` is where a window from the region
 /// before ends (from `hay`'s start). Returns where the last window ends, which may be past
-/// `limit`: the next region walks on to there.
+/// `limit`: the next region walks on to there. Sets `found.newline_marks` to the gate's
+/// newline counts in `hay[..limit]` (see [`Gate::hit_lines`]), the last one at `limit`.
 fn gated_hit_lines(
     anchors: &Anchors,
     gate: &Gate,
@@ -448,8 +503,12 @@ fn gated_hit_lines(
     hay: &[u8],
     limit: usize,
     walk_to: usize,
-    out: &mut Vec<usize>,
+    found: &mut RegionHits,
 ) -> usize {
+    let RegionHits {
+        offsets: out,
+        newline_marks,
+    } = found;
     // The end of the line holding byte `at` (its newline), or `limit`.
     let line_end = |at: usize| -> usize {
         if at >= limit {
@@ -466,7 +525,14 @@ fn gated_hit_lines(
     let mut window_end = walk_to;
     // A region holds a few gate lines at most, where the gate is worth its while.
     let mut gate_lines = Vec::new();
-    gate.hit_lines(hay, &mut gate_lines);
+    // In two parts, split at `limit` (a line start, and no literal holds a newline, so the
+    // same lines): the first leaves its newline count at `limit`, where the region ends.
+    gate.hit_lines(&hay[..limit], &mut gate_lines, newline_marks);
+    let in_region = gate_lines.len();
+    gate.hit_lines(&hay[limit..], &mut gate_lines, &mut Vec::new());
+    for g in &mut gate_lines[in_region..] {
+        *g += limit;
+    }
     for g in gate_lines {
         let start = memchr::memrchr(b'\n', &hay[..g]).map_or(0, |i| i + 1);
         let end = memchr::memchr(b'\n', &hay[g..]).map_or(hay.len(), |i| g + i);

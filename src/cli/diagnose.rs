@@ -883,6 +883,10 @@ pub(crate) fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         );
         return Exit::Error;
     }
+    if crate::input::read_ahead_worthwhile() {
+        // Not joined: if nothing reads a log, the process may end before it does.
+        std::thread::spawn(crate::ingest::log::engines::warm);
+    }
     let Some(rules) = load_rules(&args.rules, io) else {
         return Exit::Error;
     };

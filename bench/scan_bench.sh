@@ -15,6 +15,8 @@
 #                 memory lines, each about one in 32768) and one OOM traceback near the end;
 #                 `oomdoctor LOG --format json` against `rg -c -i` and `grep -c -i -E` with
 #                 4 OOM patterns; the same on one core (`taskset -c 0`)
+#   redirect      the same log redirected to standard input (`oomdoctor < LOG`, a CI step's
+#                 usual form): a regular file, mapped as the named one is
 #   stdin         the same log piped through cat, oomdoctor and grep reading standard input,
 #                 and a reader that only drains the pipe (examples/pipe_drain.rs): the floor;
 #                 rg on standard input for how a pipe costs another fast reader
@@ -108,6 +110,9 @@ add "grep 1 GiB" "grep -c -i -E '$PATTERNS' '$LOG'"
 add "oomdoctor 1 core" "taskset -c 0 $OD '$LOG'"
 [ -n "${BEFORE:-}" ] && add "before 1 core" "taskset -c 0 $BEFORE --format json --exit-zero '$LOG'"
 [ "$have_rg" = 1 ] && add "rg 1 core" "taskset -c 0 rg -j1 ${RG_ARGS[*]@Q} '$LOG'"
+add "oomdoctor redirect" "$OD < '$LOG'"
+[ -n "${BEFORE:-}" ] && add "before redirect" "$BEFORE --format json --exit-zero < '$LOG'"
+[ "$have_rg" = 1 ] && add "rg redirect" "rg ${RG_ARGS[*]@Q} < '$LOG'"
 add "oomdoctor stdin" "cat '$LOG' | $OD"
 [ -n "${BEFORE:-}" ] && add "before stdin" "cat '$LOG' | $BEFORE --format json --exit-zero"
 add "grep stdin" "cat '$LOG' | grep -c -i -E '$PATTERNS'"
@@ -153,6 +158,9 @@ anchor=grep
   row "1 GiB log, one core, oomdoctor" "oomdoctor 1 core" "$anchor 1 core"
   row "1 GiB log, one core, oomdoctor (before)" "before 1 core" "$anchor 1 core"
   row "1 GiB log, one core, rg -j1" "rg 1 core" ""
+  row "1 GiB log redirected to stdin (< file), oomdoctor" "oomdoctor redirect" "$anchor redirect"
+  row "1 GiB log redirected to stdin (< file), oomdoctor (before)" "before redirect" "$anchor redirect"
+  row "1 GiB log redirected to stdin (< file), rg -c -i (4 patterns)" "rg redirect" ""
   row "1 GiB log piped on stdin, oomdoctor" "oomdoctor stdin" "grep stdin"
   row "1 GiB log piped on stdin, oomdoctor (before)" "before stdin" "grep stdin"
   row "1 GiB log piped on stdin, grep" "grep stdin" ""
@@ -169,7 +177,8 @@ anchor=grep
   row "2,000 failed jobs' logs, each with an OOM, grep -r -c -i -E" "grep ooms" ""
   echo
   [ -n "${WALL[rg anchors 1 GiB]:-}" ] && echo "oomdoctor vs rg with the same anchors (1 GiB log): wall $(ratio "${WALL[oomdoctor 1 GiB]}" "${WALL[rg anchors 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor 1 GiB]}" "${CPU[rg anchors 1 GiB]}")."
-  echo "stdin vs file path (oomdoctor): wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[oomdoctor 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[oomdoctor 1 GiB]}")."
+  echo "stdin redirected from the file vs file path (oomdoctor): wall $(ratio "${WALL[oomdoctor redirect]}" "${WALL[oomdoctor 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor redirect]}" "${CPU[oomdoctor 1 GiB]}")."
+  echo "stdin piped vs file path (oomdoctor): wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[oomdoctor 1 GiB]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[oomdoctor 1 GiB]}")."
   [ -n "${WALL[rg stdin]:-}" ] && echo "stdin vs file path (rg): wall $(ratio "${WALL[rg stdin]}" "${WALL[rg 1 GiB]}"), CPU $(ratio "${CPU[rg stdin]}" "${CPU[rg 1 GiB]}")."
   echo "the pipe alone vs file path (oomdoctor): wall $(ratio "${WALL[pipe stdin]}" "${WALL[oomdoctor 1 GiB]}")."
   echo "stdin vs the pipe alone: wall $(ratio "${WALL[oomdoctor stdin]}" "${WALL[pipe stdin]}"), CPU $(ratio "${CPU[oomdoctor stdin]}" "${CPU[pipe stdin]}")."

@@ -82,9 +82,10 @@ fn main() -> ExitCode {
     let mut err = stderr.lock();
     let mut io = oomdoctor::cli::app::Io {
         // A pipe is widened, and drained on a thread of its own where it cannot be
-        // (`input::read_pipe`). Unlocked (a lock per read): a snapshot's reader may move it
-        // to a thread.
-        stdin: Some(if stdin_is_tty {
+        // (`input::read_pipe`); a regular file is read as a named one is (and a large one
+        // mapped, `input::stdin_is_file`). Unlocked (a lock per read): a snapshot's reader
+        // may move it to a thread.
+        stdin: Some(if stdin_is_tty || oomdoctor::input::stdin_is_file(&stdin) {
             Box::new(stdin)
         } else {
             let wide = oomdoctor::input::widen_pipe(&stdin);

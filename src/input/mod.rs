@@ -259,7 +259,12 @@ pub fn open(
     forced: Option<InputKind>,
 ) -> Result<Opened, InputError> {
     if spec == "-" {
-        return open_reader(stdin_name, stdin, forced);
+        let mappable = take_stdin_file();
+        let mut opened = open_reader(stdin_name, stdin, forced)?;
+        if !opened.compressed && !opened.transcoded {
+            opened.mappable = mappable;
+        }
+        return Ok(opened);
     }
     let path = Path::new(spec);
     let directory = || InputError::Directory {
@@ -309,6 +314,53 @@ pub fn open(
         opened.mappable = mappable;
     }
     Ok(opened)
+}
+
+/// Standard input as a large regular file read from its start, where [`stdin_is_file`]
+/// found it so: `open("-")` scans it through a map, as it does a named file.
+static STDIN_FILE: std::sync::Mutex<Option<(File, u64)>> = std::sync::Mutex::new(None);
+
+/// Whether the process's standard input is redirected from a regular file large enough to
+/// map (`oomdoctor < job.log`, a CI step's usual form) and not yet read from: then a second
+/// handle on it is kept for `open("-")`, which scans it as fast as the file named (a pipe
+/// cannot be mapped: `cat job.log | oomdoctor` stays a read). The caller reads such a
+/// standard input without a read-ahead thread, as a named file is read.
+///
+/// For the binary's `main` only: a test's standard input is not the process's.
+pub fn stdin_is_file(stdin: &std::io::Stdin) -> bool {
+    #[cfg(unix)]
+    {
+        use std::io::Seek;
+        use std::os::fd::AsFd;
+        let Ok(fd) = stdin.as_fd().try_clone_to_owned() else {
+            return false;
+        };
+        let mut file = File::from(fd);
+        let Ok(meta) = file.metadata() else {
+            return false;
+        };
+        // Read from its start: a map from byte 0 is what the reader would have read.
+        if !meta.is_file() || file.stream_position().ok() != Some(0) {
+            return false;
+        }
+        if meta.len() < MappedFile::MIN_LEN {
+            return true;
+        }
+        if let Ok(mut slot) = STDIN_FILE.lock() {
+            *slot = Some((file, meta.len()));
+        }
+        true
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = stdin;
+        false
+    }
+}
+
+/// The handle [`stdin_is_file`] kept, once.
+fn take_stdin_file() -> Option<(File, u64)> {
+    STDIN_FILE.lock().ok().and_then(|mut s| s.take())
 }
 
 /// Opens an already-open reader.

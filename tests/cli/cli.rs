@@ -393,3 +393,52 @@ fn model_geometry_joins_the_incident() {
         32
     );
 }
+
+/// `oomdoctor < job.log` on a log large enough to map is read as the named file is (the
+/// same incidents on the same lines), and a standard input already read from (`(head -n 1;
+/// oomdoctor) < job.log`) is read from where it stands, not from the file's start.
+#[test]
+fn a_large_log_redirected_to_stdin_reads_like_the_file_and_from_where_stdin_stands() {
+    let dir = std::env::temp_dir().join(format!("oomdoctor-redirect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let first = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 2.10 GiB is free. Of the allocated memory 70.12 GiB is allocated by PyTorch, and 5.01 GiB is reserved by PyTorch but unallocated.\n";
+    let mut log = first.as_bytes().to_vec();
+    let mut step = 0;
+    while log.len() < 9 << 20 {
+        step += 1;
+        log.extend_from_slice(format!("{{'loss': 1.{step:04}, 'grad_norm': 0.4, 'learning_rate': 2e-05, 'epoch': 0.{step}}}\n").as_bytes());
+    }
+    log.extend_from_slice(fixture(FRAG).as_slice());
+    let whole = dir.join("whole.log");
+    let tail = dir.join("tail.log");
+    std::fs::write(&whole, &log).unwrap();
+    std::fs::write(&tail, &log[first.len()..]).unwrap();
+
+    let json = |args: &[&std::ffi::OsStr], stdin: Stdio| -> serde_json::Value {
+        let out = Command::new(BIN)
+            .args(["--format", "json"])
+            .args(args)
+            .stdin(stdin)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // What each incident is and where its evidence stands: the input's name differs.
+        v["incidents"]
+            .as_array()
+            .expect("incidents")
+            .iter()
+            .map(|i| serde_json::json!([i["cause"], i["evidence"][0]["line"], i["summary"]]))
+            .collect()
+    };
+    let named = json(&[whole.as_os_str()], Stdio::null());
+    let redirected = json(&[], Stdio::from(std::fs::File::open(&whole).unwrap()));
+    assert_eq!(redirected, named);
+    assert_eq!(named.as_array().map(Vec::len), Some(2), "{named}");
+
+    let mut read_from = std::fs::File::open(&whole).unwrap();
+    std::io::Seek::seek(&mut read_from, std::io::SeekFrom::Start(first.len() as u64)).unwrap();
+    let rest = json(&[], Stdio::from(read_from));
+    assert_eq!(rest, json(&[tail.as_os_str()], Stdio::null()));
+    assert_eq!(rest.as_array().map(Vec::len), Some(1), "{rest}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

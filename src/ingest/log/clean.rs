@@ -43,7 +43,7 @@ pub struct CleanLine {
 /// the caret form users paste (`^[[0;36m`), rsyslog's octal escape (`#033[2m`), and orphaned
 /// SGR codes whose ESC byte was lost.
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|#033\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m")
+    crate::ingest::log::pattern::regex(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|#033\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m")
         .expect("static regex")
 });
 
@@ -66,7 +66,7 @@ struct MetaGroups {
 
 impl Prefix {
     fn new(pattern: &str) -> Prefix {
-        let re = Regex::new(pattern).expect("static regex");
+        let re = crate::ingest::log::pattern::regex(pattern).expect("static regex");
         let at = |name: &str| re.capture_names().position(|n| n == Some(name));
         let groups = MetaGroups {
             ts: at("ts"),
@@ -275,6 +275,16 @@ fn has_orphan_sgr(text: &str) -> bool {
     })
 }
 
+/// Builds the clean-up's expressions now, for [`super::engines::warm`]: the prefix table
+/// and its set are as much work as the anchor automaton, and the first line that hits an
+/// anchor waited for them.
+pub fn warm() {
+    LazyLock::force(&ANSI);
+    LazyLock::force(&PREFIXES);
+    LazyLock::force(&PREFIX_SET);
+    LazyLock::force(&JSON_FIELD);
+}
+
 /// Cleans one raw line: decodes lossily, drops CR and colour codes, unwraps a JSON log
 /// record's message, strips stacked prefixes.
 pub fn clean_line(raw: &[u8]) -> CleanLine {
@@ -301,7 +311,8 @@ pub fn clean_line(raw: &[u8]) -> CleanLine {
 }
 
 static JSON_FIELD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#""(?P<k>message|msg|log|timestamp|time|level)"\s*:\s*""#).expect("static regex")
+    crate::ingest::log::pattern::regex(r#""(?P<k>message|msg|log|timestamp|time|level)"\s*:\s*""#)
+        .expect("static regex")
 });
 
 /// The message of a JSON log record: tracing's `--json-output` (TGI:

@@ -749,8 +749,10 @@ fn frames_below(hit: &Hit<'_>) -> Vec<CleanLine> {
 /// An exception's own line at the bottom of a traceback: `torch.OutOfMemoryError: ...`,
 /// `RuntimeError: ...`.
 static EXCEPTION_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:",
+    )
+    .expect("static regex")
 });
 
 /// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before

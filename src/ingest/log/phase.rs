@@ -244,7 +244,7 @@ const STEP_FUNCTIONS: &[&str] = &[
 /// A source line's outermost call: `model = AutoModel.from_pretrained(`, `loss.backward()`,
 /// `return self.generate(`.
 static CALL: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?:return\s+|await\s+)?(?:[\w.\[\]]+(?:\s*,\s*[\w.\[\]]+)*\s*=\s*)?(?:await\s+)?(?:[\w\[\]]+\.)*(?P<name>\w+)\(")
+    crate::ingest::log::pattern::regex(r"^(?:return\s+|await\s+)?(?:[\w.\[\]]+(?:\s*,\s*[\w.\[\]]+)*\s*=\s*)?(?:await\s+)?(?:[\w\[\]]+\.)*(?P<name>\w+)\(")
         .expect("static regex")
 });
 /// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
@@ -253,35 +253,40 @@ static CALL: LazyLock<Regex> = LazyLock::new(|| {
 /// IPython 8: `File ~/lib/trainer.py:2113, in Trainer.evaluate(self, ...)`, the method's
 /// class dropped).
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)|^\s*File (?P<jfile>(?:~|/|[A-Za-z]:\\)\S*?\.py):\d+, in (?:[\w<>]+\.)*(?P<jfunc>[\w<>]+)"#)
+    crate::ingest::log::pattern::regex(r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)|^\s*File (?P<jfile>(?:~|/|[A-Za-z]:\\)\S*?\.py):\d+, in (?:[\w<>]+\.)*(?P<jfunc>[\w<>]+)"#)
         .expect("static regex")
 });
 /// A progress bar's counter: tqdm's `| 450/1000 [`, and rich's (Lightning's RichProgressBar)
 /// `0/10 0:00:01 •`.
 static TQDM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•")
+    crate::ingest::log::pattern::regex(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•")
         .expect("static regex")
 });
 static STEP: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b",
+    )
+    .expect("static regex")
 });
 static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?",
+    )
+    .expect("static regex")
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files").expect("static regex")
+    crate::ingest::log::pattern::regex(r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files").expect("static regex")
 });
 /// A training script announcing an evaluation round, once per round: `Start validating.`,
 /// `Starting evaluation`, Transformers' `***** Running Evaluation *****`, `Running validation`.
 /// Not the progress bars inside a round, which print many lines each.
 static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)^[\W_]*(?:start(?:ing|ed)? (?:the )?(?:validat|evaluat)\w*|running (?:evaluation|validation))\b[\W_]*$")
+    crate::ingest::log::pattern::regex(r"(?i)^[\W_]*(?:start(?:ing|ed)? (?:the )?(?:validat|evaluat)\w*|running (?:evaluation|validation))\b[\W_]*$")
         .expect("static regex")
 });
 static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d").expect("static regex")
+    crate::ingest::log::pattern::regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d")
+        .expect("static regex")
 });
 
 /// Which of the progress regexes can match a line, from a word (or byte) each one's every

@@ -29,20 +29,26 @@ use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::units::{mib_to_bytes, parse_number};
 
 static TOTAL_VRAM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Total VRAM (?P<v>\d+(?:\.\d+)?) MB, total RAM (?P<r>\d+(?:\.\d+)?) MB")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"Total VRAM (?P<v>\d+(?:\.\d+)?) MB, total RAM (?P<r>\d+(?:\.\d+)?) MB",
+    )
+    .expect("static regex")
 });
 static REPORT_VRAM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[-*\s]*(?:\*\*)?VRAM Total:(?:\*\*)?\s*(?P<v>\d+)\s*$").expect("static regex")
-});
-static VRAM_STATE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"Set vram state to: (?P<s>[A-Z_]+)").expect("static regex"));
-static DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^Device: (?:cuda|xpu|mps|npu):?\d*\s+(?P<name>.+?)\s*:\s*(?P<alloc>cudaMallocAsync|native)\s*$")
+    crate::ingest::log::pattern::regex(r"^[-*\s]*(?:\*\*)?VRAM Total:(?:\*\*)?\s*(?P<v>\d+)\s*$")
         .expect("static regex")
 });
-static REQUESTED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?:^|\s)Requested to load (?P<m>\S+)").expect("static regex"));
+static VRAM_STATE: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"Set vram state to: (?P<s>[A-Z_]+)").expect("static regex")
+});
+static DEVICE: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"^Device: (?:cuda|xpu|mps|npu):?\d*\s+(?P<name>.+?)\s*:\s*(?P<alloc>cudaMallocAsync|native)\s*$")
+        .expect("static regex")
+});
+static REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"(?:^|\s)Requested to load (?P<m>\S+)")
+        .expect("static regex")
+});
 /// How far above the batch file's `pause` the end of ComfyUI's own output is looked for.
 const EXIT_LOOKBACK: usize = 40;
 
@@ -98,35 +104,42 @@ fn vanished_while(line: &Line<'_>) -> Option<&'static str> {
 /// Since late 2024: `loaded partially; 5167.08 MB usable, 5100.00 MB loaded, 3200.00 MB
 /// offloaded, ...` and `loaded completely; 9597.40 MB usable, 4897.00 MB loaded, full load: True`.
 static LOADED_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^loaded (?P<how>partially|completely);\s*(?P<usable>\d+(?:\.\d+)?) MB usable,\s*(?P<loaded>\d+(?:\.\d+)?) MB loaded(?:,\s*(?P<off>\d+(?:\.\d+)?) MB offloaded)?")
+    crate::ingest::log::pattern::regex(r"^loaded (?P<how>partially|completely);\s*(?P<usable>\d+(?:\.\d+)?) MB usable,\s*(?P<loaded>\d+(?:\.\d+)?) MB loaded(?:,\s*(?P<off>\d+(?:\.\d+)?) MB offloaded)?")
         .expect("static regex")
 });
 /// Before: `loaded partially <usable MB> <loaded MB> <patches>`, `loaded completely <usable
 /// MB> <model MB> <full load>`.
 static LOADED_BARE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^loaded (?P<how>partially|completely) (?P<usable>\d+(?:\.\d+)?) (?P<loaded>\d+(?:\.\d+)?)(?:\s|$)")
+    crate::ingest::log::pattern::regex(r"^loaded (?P<how>partially|completely) (?P<usable>\d+(?:\.\d+)?) (?P<loaded>\d+(?:\.\d+)?)(?:\s|$)")
         .expect("static regex")
 });
 static LOWVRAM_LOAD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^loading in lowvram mode (?P<usable>\d+(?:\.\d+)?)").expect("static regex")
+    crate::ingest::log::pattern::regex(r"^loading in lowvram mode (?P<usable>\d+(?:\.\d+)?)")
+        .expect("static regex")
 });
 static NODE_TYPE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[-*\s]*(?:\*\*)?Node Type:(?:\*\*)?\s*(?P<n>\S+)\s*$|^Error occurred when executing (?P<n2>[^:\s]+):")
+    crate::ingest::log::pattern::regex(r"^[-*\s]*(?:\*\*)?Node Type:(?:\*\*)?\s*(?P<n>\S+)\s*$|^Error occurred when executing (?P<n2>[^:\s]+):")
         .expect("static regex")
 });
 static ARGS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[-*\s]*(?:\*\*)?Arguments:(?:\*\*)?\s*(?P<a>.*\S)|(?P<cmd>\S*main\.py(?:\s.*)?)$")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"^[-*\s]*(?:\*\*)?Arguments:(?:\*\*)?\s*(?P<a>.*\S)|(?P<cmd>\S*main\.py(?:\s.*)?)$",
+    )
+    .expect("static regex")
 });
 static RESERVE_VRAM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"--reserve-vram[=\s]+(?P<g>\d+(?:\.\d+)?)").expect("static regex")
-});
-static TILED_RETRY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Ran out of memory when regular VAE (?:decoding|encoding), retrying with tiled VAE")
+    crate::ingest::log::pattern::regex(r"--reserve-vram[=\s]+(?P<g>\d+(?:\.\d+)?)")
         .expect("static regex")
 });
+static TILED_RETRY: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(
+        r"Ran out of memory when regular VAE (?:decoding|encoding), retrying with tiled VAE",
+    )
+    .expect("static regex")
+});
 static WEIGHT_DTYPE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^model weight dtype (?:torch\.)?(?P<d>\w+), manual cast").expect("static regex")
+    crate::ingest::log::pattern::regex(r"^model weight dtype (?:torch\.)?(?P<d>\w+), manual cast")
+        .expect("static regex")
 });
 
 /// The ComfyUI recogniser.

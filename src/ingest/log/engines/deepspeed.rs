@@ -16,37 +16,41 @@ use super::local::{size_bin, span};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 
 static MA_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bMA (?P<ma>\d+(?:\.\d+)?) GB\s+Max_MA (?P<maxma>\d+(?:\.\d+)?) GB\s+CA (?P<ca>\d+(?:\.\d+)?) GB\s+Max_CA (?P<maxca>\d+(?:\.\d+)?) GB")
+    crate::ingest::log::pattern::regex(r"\bMA (?P<ma>\d+(?:\.\d+)?) GB\s+Max_MA (?P<maxma>\d+(?:\.\d+)?) GB\s+CA (?P<ca>\d+(?:\.\d+)?) GB\s+Max_CA (?P<maxca>\d+(?:\.\d+)?) GB")
         .expect("static regex")
 });
 static CPU_VM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"CPU Virtual Memory:\s+used = (?P<used>\d+(?:\.\d+)?) GB, percent = (?P<pct>\d+(?:\.\d+)?)%")
+    crate::ingest::log::pattern::regex(r"CPU Virtual Memory:\s+used = (?P<used>\d+(?:\.\d+)?) GB, percent = (?P<pct>\d+(?:\.\d+)?)%")
         .expect("static regex")
 });
 static EST_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*(?P<cpu>\d+(?:\.\d+)?)GB \|\s*(?P<gpu>\d+(?:\.\d+)?)GB \| (?:offload_param=(?P<p>\w+)\s*, )?offload_optimizer=(?P<o>\w+)\s*(?:, zero_init=(?P<z>\d))?")
+    crate::ingest::log::pattern::regex(r"^\s*(?P<cpu>\d+(?:\.\d+)?)GB \|\s*(?P<gpu>\d+(?:\.\d+)?)GB \| (?:offload_param=(?P<p>\w+)\s*, )?offload_optimizer=(?P<o>\w+)\s*(?:, zero_init=(?P<z>\d))?")
         .expect("static regex")
 });
-static EST_MODEL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"SW: Model with (?P<m>\d+)M total params").expect("static regex"));
+static EST_MODEL: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"SW: Model with (?P<m>\d+)M total params")
+        .expect("static regex")
+});
 /// `zero_optimization_stage ...... 3`, `"stage": 3`, `ZeRO Stage 3`, `zero_stage=3`.
 static STAGE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:zero_optimization_stage\s*\.*\s*|"stage":\s*|ZeRO[- ]?Stage |zero_stage[=:\s]+)(?P<s>[0-3])\b"#)
+    crate::ingest::log::pattern::regex(r#"(?:zero_optimization_stage\s*\.*\s*|"stage":\s*|ZeRO[- ]?Stage |zero_stage[=:\s]+)(?P<s>[0-3])\b"#)
         .expect("static regex")
 });
 static OFFLOAD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"["']?offload_(?P<what>optimizer|param)["']?\s*[:=]\s*\{\s*["']?device["']?\s*[:=]\s*["']?(?P<dev>cpu|nvme|none)"#)
+    crate::ingest::log::pattern::regex(r#"["']?offload_(?P<what>optimizer|param)["']?\s*[:=]\s*\{\s*["']?device["']?\s*[:=]\s*["']?(?P<dev>cpu|nvme|none)"#)
         .expect("static regex")
 });
 static OFFLOAD_FLAT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"offload_(?P<what>optimizer|param)(?:_device\s*[:=]?\s*\.*\s*|=DeepSpeedZeroOffload\w*Config\(device='?)(?P<dev>cpu|nvme|none)")
+    crate::ingest::log::pattern::regex(r"offload_(?P<what>optimizer|param)(?:_device\s*[:=]?\s*\.*\s*|=DeepSpeedZeroOffload\w*Config\(device='?)(?P<dev>cpu|nvme|none)")
         .expect("static regex")
 });
 static MICRO_BATCH: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"train_micro_batch_size_per_gpu\s*\.*\s*[:=]?\s*(?P<n>\d+)").expect("static regex")
+    crate::ingest::log::pattern::regex(r"train_micro_batch_size_per_gpu\s*\.*\s*[:=]?\s*(?P<n>\d+)")
+        .expect("static regex")
 });
 static ACCUM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^gradient_accumulation_steps\s*\.{2,}\s*(?P<n>\d+)").expect("static regex")
+    crate::ingest::log::pattern::regex(r"^gradient_accumulation_steps\s*\.{2,}\s*(?P<n>\d+)")
+        .expect("static regex")
 });
 
 /// The DeepSpeed / Accelerate recogniser.

@@ -19,45 +19,59 @@ use crate::facts::engine;
 use crate::ingest::log::clean::clean_line;
 
 static REASON_OOMKILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:^|\s)(?:Reason|reason):\s+OOMKilled\b|"reason":\s*"OOMKilled"|\breason="?OOMKilled\b"#)
+    crate::ingest::log::pattern::regex(r#"(?:^|\s)(?:Reason|reason):\s+OOMKilled\b|"reason":\s*"OOMKilled"|\breason="?OOMKilled\b"#)
         .expect("static regex")
 });
 static GET_PODS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^(?P<pod>[a-z0-9][\w.-]*)\s+\d+/\d+\s+OOMKilled\s+(?P<restarts>\d+)")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"^(?P<pod>[a-z0-9][\w.-]*)\s+\d+/\d+\s+OOMKilled\s+(?P<restarts>\d+)",
+    )
+    .expect("static regex")
 });
 static EVICTED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"The node (?:was low on resource: memory|had condition: \[?MemoryPressure)")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"The node (?:was low on resource: memory|had condition: \[?MemoryPressure)",
+    )
+    .expect("static regex")
 });
 static THRESHOLD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Threshold quantity: (?P<q>[\w.]+), available: (?P<a>[\w.]+)")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"Threshold quantity: (?P<q>[\w.]+), available: (?P<a>[\w.]+)",
+    )
+    .expect("static regex")
 });
 static USING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Container (?P<c>[\w.-]+) was using (?P<u>[\w.]+), (?:request is (?P<r>[\w.]+)|which exceeds its request of (?P<r2>[\w.]+))")
+    crate::ingest::log::pattern::regex(r"Container (?P<c>[\w.-]+) was using (?P<u>[\w.]+), (?:request is (?P<r>[\w.]+)|which exceeds its request of (?P<r2>[\w.]+))")
         .expect("static regex")
 });
 static SYSTEM_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"System OOM encountered(?:, victim process: (?P<comm>[^,]+), pid: (?P<pid>\d+))?")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"System OOM encountered(?:, victim process: (?P<comm>[^,]+), pid: (?P<pid>\d+))?",
+    )
+    .expect("static regex")
 });
 static DOCKER_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#""OOMKilled":\s*true|\bcontainer oom [0-9a-f]{12}"#).expect("static regex")
+    crate::ingest::log::pattern::regex(r#""OOMKilled":\s*true|\bcontainer oom [0-9a-f]{12}"#)
+        .expect("static regex")
 });
 static CONTAINERD_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"TaskOOM event|publish OOM event|msg="?OOM event"#).expect("static regex")
+    crate::ingest::log::pattern::regex(r#"TaskOOM event|publish OOM event|msg="?OOM event"#)
+        .expect("static regex")
 });
 static DOCKER_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|\s)(?:-m|--memory)[ =](?P<v>\d+(?:\.\d+)?[bkmgBKMG]?)\b")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"(?:^|\s)(?:-m|--memory)[ =](?P<v>\d+(?:\.\d+)?[bkmgBKMG]?)\b",
+    )
+    .expect("static regex")
 });
 static SHM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:--shm-size[ =]|shm_size:\s*['"]?)(?P<v>\d+(?:\.\d+)?[bkmgBKMG]?[bB]?)"#)
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r#"(?:--shm-size[ =]|shm_size:\s*['"]?)(?P<v>\d+(?:\.\d+)?[bkmgBKMG]?[bB]?)"#,
+    )
+    .expect("static regex")
 });
 static COMPOSE_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^(?:(?P<key>mem_limit)|memory):\s*['"]?(?P<v>\d+(?:\.\d+)?(?:[kmgKMG]i?|[bkmgBKMG][bB]?)?)['"]?\s*$"#)
+    crate::ingest::log::pattern::regex(r#"^(?:(?P<key>mem_limit)|memory):\s*['"]?(?P<v>\d+(?:\.\d+)?(?:[kmgKMG]i?|[bkmgBKMG][bB]?)?)['"]?\s*$"#)
         .expect("static regex")
 });
 

@@ -18,32 +18,36 @@ use super::local::{size_bin, span, walk_forward};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 
 static NODE_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Memory on the node \(IP: (?P<ip>[^,)]+)(?:, ID: \w+)?\) where the (?:task|actor)(?: \((?P<inner>[^)]*)\))? was running was (?P<used>\d+(?:\.\d+)?)GB / (?P<total>\d+(?:\.\d+)?)GB \((?P<frac>\d+(?:\.\d+)?)\), which exceeds the memory usage threshold of (?P<thr>\d+(?:\.\d+)?)")
+    crate::ingest::log::pattern::regex(r"Memory on the node \(IP: (?P<ip>[^,)]+)(?:, ID: \w+)?\) where the (?:task|actor)(?: \((?P<inner>[^)]*)\))? was running was (?P<used>\d+(?:\.\d+)?)GB / (?P<total>\d+(?:\.\d+)?)GB \((?P<frac>\d+(?:\.\d+)?)\), which exceeds the memory usage threshold of (?P<thr>\d+(?:\.\d+)?)")
         .expect("static regex")
 });
-static INNER_NAME: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"name=(?P<n>[^,]+)").expect("static regex"));
+static INNER_NAME: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"name=(?P<n>[^,]+)").expect("static regex")
+});
 static INNER_PID: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"pid=(?P<n>\d+)").expect("static regex"));
-static INNER_USED: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"memory used=(?P<n>\d+(?:\.\d+)?)GB").expect("static regex"));
+    LazyLock::new(|| crate::ingest::log::pattern::regex(r"pid=(?P<n>\d+)").expect("static regex"));
+static INNER_USED: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"memory used=(?P<n>\d+(?:\.\d+)?)GB").expect("static regex")
+});
 static WORKERS_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    crate::ingest::log::pattern::regex(
         r"(?:(?P<n>\d+) Workers \(tasks /\s*)?(?:actors\) )?killed due to memory pressure \(OOM\)",
     )
     .expect("static regex")
 });
 static THRESHOLD_ENV: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
+    crate::ingest::log::pattern::regex(
         r"RAY_memory_usage_threshold(?:_fraction)?\s*[=:]\s*['\x22]?(?P<v>0?\.\d+|1(?:\.0+)?)",
     )
     .expect("static regex")
 });
 static TOP_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*(?P<pid>\d+)\s+(?P<gb>\d+(?:\.\d+)?)\s+(?P<cmd>\S.*)$").expect("static regex")
+    crate::ingest::log::pattern::regex(r"^\s*(?P<pid>\d+)\s+(?P<gb>\d+(?:\.\d+)?)\s+(?P<cmd>\S.*)$")
+        .expect("static regex")
 });
 static SHM_WARNING: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"/dev/shm has only (?P<n>\d+) bytes available").expect("static regex")
+    crate::ingest::log::pattern::regex(r"/dev/shm has only (?P<n>\d+) bytes available")
+        .expect("static regex")
 });
 
 /// The Ray recogniser.

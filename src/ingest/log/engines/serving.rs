@@ -21,7 +21,7 @@ use crate::facts::units::{SiBase, parse_number, size_from_parts};
 /// Compiles one of the serving recognisers' static patterns, with `{N}` standing for a
 /// number that may be negative (`avail mem=-0.25 GB`) and `{U}` for one that may not.
 pub(crate) fn re(pattern: &str) -> Regex {
-    Regex::new(
+    crate::ingest::log::pattern::regex(
         &pattern
             .replace("{N}", r"-?\d+(?:\.\d+)?")
             .replace("{U}", r"\d+(?:\.\d+)?"),
@@ -60,21 +60,24 @@ pub(crate) const fn key(names: &'static [&'static str], fact: &'static str, kind
 
 /// `key=value`, `'key': value`, `key: Some(value)`.
 static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:^|[\s,({\[])['"]?(?P<k>[A-Za-z_][A-Za-z0-9_.-]*)['"]?\s*[:=]\s*(?P<v>'[^']*'|"[^"]*"|Some\([^)]*\)|[^,\s)}\]]+)"#)
+    crate::ingest::log::pattern::regex(r#"(?:^|[\s,({\[])['"]?(?P<k>[A-Za-z_][A-Za-z0-9_.-]*)['"]?\s*[:=]\s*(?P<v>'[^']*'|"[^"]*"|Some\([^)]*\)|[^,\s)}\]]+)"#)
         .expect("static regex")
 });
 /// `--flag value`, `--flag=value`, `'--flag', 'value'`, a bare `--flag`.
 static FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:^|[\s'"\[,(])--(?P<k>[A-Za-z][A-Za-z0-9_-]*)(?:(?:\s*=\s*|['"]?\s*,?\s+['"]?)(?P<v>(?:-\d|[^-\s'",\]\\)])[^\s'",\]\\)]*))?"#)
+    crate::ingest::log::pattern::regex(r#"(?:^|[\s'"\[,(])--(?P<k>[A-Za-z][A-Za-z0-9_-]*)(?:(?:\s*=\s*|['"]?\s*,?\s+['"]?)(?P<v>(?:-\d|[^-\s'",\]\\)])[^\s'",\]\\)]*))?"#)
         .expect("static regex")
 });
 /// `-tp 2`, `-pp 2` (vLLM's short forms).
 static SHORT_FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|\s)-(?P<k>tp|pp|dp)(?:\s+|=)(?P<v>\d+)").expect("static regex")
+    crate::ingest::log::pattern::regex(r"(?:^|\s)-(?P<k>tp|pp|dp)(?:\s+|=)(?P<v>\d+)")
+        .expect("static regex")
 });
 /// `32k`, `1.5M`: vLLM's human-readable integers (lower case decimal, upper case binary).
-static HUMAN_INT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?P<n>\d+(?:\.\d+)?)(?P<s>[kKmMgG])$").expect("static regex"));
+static HUMAN_INT: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"^(?P<n>\d+(?:\.\d+)?)(?P<s>[kKmMgG])$")
+        .expect("static regex")
+});
 
 /// Normalises a key: lower case, `-` and `.` to `_`, camelCase split (`maxSequenceLen` →
 /// `max_sequence_len`).
@@ -384,7 +387,8 @@ const START_WINDOW: usize = 80;
 
 /// An exception being raised: `ValueError: ...`, `torch.OutOfMemoryError: ...`.
 static RAISED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[\w.]*(?:Error|Exception)(?:\([^)]*\))?:").expect("static regex")
+    crate::ingest::log::pattern::regex(r"^[\w.]*(?:Error|Exception)(?:\([^)]*\))?:")
+        .expect("static regex")
 });
 
 /// Whether a line ends a run: a traceback, a raised exception, an exit or a kill. Prose that

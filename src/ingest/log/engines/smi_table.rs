@@ -28,13 +28,15 @@ use crate::ingest::log::clean::clean_line;
 
 /// `--query-gpu=name,memory.used,memory.total` (also `--query-gpu name,...`).
 static QUERY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"nvidia-smi\b.*--query-gpu[=\s]\s*(?P<fields>[\w.,]+)").expect("static regex")
+    crate::ingest::log::pattern::regex(r"nvidia-smi\b.*--query-gpu[=\s]\s*(?P<fields>[\w.,]+)")
+        .expect("static regex")
 });
 /// A value of the CSV output: `3578 MiB`, `8188 MiB`, or bare with `nounits`.
-static MIB_VALUE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$").expect("static regex"));
+static MIB_VALUE: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$").expect("static regex")
+});
 static ROW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")
+    crate::ingest::log::pattern::regex(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")
         .expect("static regex")
 });
 

@@ -18,21 +18,23 @@ use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::engine;
 
 static OOMD_SWAP: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory used \((?P<used>\d+)\) / total \((?P<total>\d+)\) and swap used \((?P<su>\d+)\) / total \((?P<st>\d+)\) being more than (?P<pct>\d+(?:\.\d+)?)%")
+    crate::ingest::log::pattern::regex(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory used \((?P<used>\d+)\) / total \((?P<total>\d+)\) and swap used \((?P<su>\d+)\) / total \((?P<st>\d+)\) being more than (?P<pct>\d+(?:\.\d+)?)%")
         .expect("static regex")
 });
 static OOMD_PRESSURE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory pressure for (?P<mon>\S+) being (?P<p>\d+(?:\.\d+)?)% > (?P<lim>\d+(?:\.\d+)?)% for > (?P<dur>\S+)")
+    crate::ingest::log::pattern::regex(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory pressure for (?P<mon>\S+) being (?P<p>\d+(?:\.\d+)?)% > (?P<lim>\d+(?:\.\d+)?)% for > (?P<dur>\S+)")
         .expect("static regex")
 });
 static UNIT_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?P<unit>[\w@.:\\-]+\.(?:service|scope|slice)): (?:A process of this unit has been killed by the OOM killer|Failed with result 'oom-kill'|systemd-oomd killed (?P<n>\d+) process\(es\) in this unit)")
+    crate::ingest::log::pattern::regex(r"(?P<unit>[\w@.:\\-]+\.(?:service|scope|slice)): (?:A process of this unit has been killed by the OOM killer|Failed with result 'oom-kill'|systemd-oomd killed (?P<n>\d+) process\(es\) in this unit)")
         .expect("static regex")
 });
-static ACTIVE_OOM: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"Active: failed \(Result: oom-kill\)").expect("static regex"));
+static ACTIVE_OOM: LazyLock<Regex> = LazyLock::new(|| {
+    crate::ingest::log::pattern::regex(r"Active: failed \(Result: oom-kill\)")
+        .expect("static regex")
+});
 static MAIN_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?P<unit>[\w@.:\\-]+\.(?:service|scope)): Main process exited, code=killed, status=9/KILL")
+    crate::ingest::log::pattern::regex(r"(?P<unit>[\w@.:\\-]+\.(?:service|scope)): Main process exited, code=killed, status=9/KILL")
         .expect("static regex")
 });
 

@@ -18,15 +18,22 @@ use super::local::span;
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 
 static HAMI_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\[HAMI-core ERROR[^\]]*\]: Device (?P<dev>\d+) OOM (?P<need>\d+) / (?P<limit>\d+)")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"\[HAMI-core ERROR[^\]]*\]: Device (?P<dev>\d+) OOM (?P<need>\d+) / (?P<limit>\d+)",
+    )
+    .expect("static regex")
 });
 static HAMI_ALLOC_FAILED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\[HAMI-core ERROR[^\]]*\]: cuMemoryAllocate failed res=2\b").expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"\[HAMI-core ERROR[^\]]*\]: cuMemoryAllocate failed res=2\b",
+    )
+    .expect("static regex")
 });
 static HAMI_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\[HAMI-core [^\]]*\]: orig free=\d+ total=(?P<total>\d+) limit=(?P<limit>\d+)")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"\[HAMI-core [^\]]*\]: orig free=\d+ total=(?P<total>\d+) limit=(?P<limit>\d+)",
+    )
+    .expect("static regex")
 });
 
 /// No container holds more than this; a larger figure is HAMi-core's own accounting

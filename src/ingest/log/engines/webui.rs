@@ -19,23 +19,26 @@ use super::{Emit, Line, PhaseMark, Recognizer, id};
 use crate::facts::units::{mib_to_bytes, parse_number};
 
 static LAUNCH_ARGS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Launching Web UI with arguments:\s*(?P<a>.*?)\s*$|(?:^|\s)(?:set |export )?COMMANDLINE_ARGS\s*=\s*['\x22]?(?P<b>[^'\x22]*)")
+    crate::ingest::log::pattern::regex(r"Launching Web UI with arguments:\s*(?P<a>.*?)\s*$|(?:^|\s)(?:set |export )?COMMANDLINE_ARGS\s*=\s*['\x22]?(?P<b>[^'\x22]*)")
         .expect("static regex")
 });
 static STATUS_OLD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"Torch active/reserved: \d+/\d+ MiB, Sys VRAM: (?P<used>\d+)/(?P<total>\d+) MiB")
-        .expect("static regex")
+    crate::ingest::log::pattern::regex(
+        r"Torch active/reserved: \d+/\d+ MiB, Sys VRAM: (?P<used>\d+)/(?P<total>\d+) MiB",
+    )
+    .expect("static regex")
 });
 static STATUS_NEW: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\bA: \d+(?:\.\d+)? GB, R: \d+(?:\.\d+)? GB, Sys: (?P<used>\d+(?:\.\d+)?)/(?P<total>\d+(?:\.\d+)?) GB")
+    crate::ingest::log::pattern::regex(r"\bA: \d+(?:\.\d+)? GB, R: \d+(?:\.\d+)? GB, Sys: (?P<used>\d+(?:\.\d+)?)/(?P<total>\d+(?:\.\d+)?) GB")
         .expect("static regex")
 });
 static FORGE_MM: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\[Memory Management\] Target: \S+?, Free GPU: (?P<free>-?\d+(?:\.\d+)?) MB, Model Require: (?P<req>\d+(?:\.\d+)?) MB")
+    crate::ingest::log::pattern::regex(r"\[Memory Management\] Target: \S+?, Free GPU: (?P<free>-?\d+(?:\.\d+)?) MB, Model Require: (?P<req>\d+(?:\.\d+)?) MB")
         .expect("static regex")
 });
 static FORGE_SWAP: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"CPU Swap Loaded \([^)]*\): (?P<swap>\d+(?:\.\d+)?) MB").expect("static regex")
+    crate::ingest::log::pattern::regex(r"CPU Swap Loaded \([^)]*\): (?P<swap>\d+(?:\.\d+)?) MB")
+        .expect("static regex")
 });
 
 /// The AUTOMATIC1111 / Forge recogniser.

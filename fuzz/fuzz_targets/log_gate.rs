@@ -39,6 +39,12 @@ fuzz_target!(|data: &[u8]| {
     for from in [0, 1, data.len() / 2] {
         assert_eq!(g.find(data, from), naive(data, from));
     }
+    // The newline counts the search leaves for line numbers.
+    let (mut found, mut marks) = (Vec::new(), Vec::new());
+    g.hit_lines(data, &mut found, &mut marks);
+    for &(at, n) in &marks {
+        assert_eq!(n, data[..at].iter().filter(|&&b| b == b'\n').count() as u64, "at {at}");
+    }
     let mut log = FILLER[..(1 << 20) - 7].to_vec();
     log.extend_from_slice(data);
     log.extend_from_slice(&FILLER);

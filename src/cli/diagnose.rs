@@ -884,8 +884,11 @@ pub(crate) fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         return Exit::Error;
     }
     if crate::input::read_ahead_worthwhile() {
-        // Not joined: if nothing reads a log, the process may end before it does.
-        std::thread::spawn(crate::ingest::log::engines::warm);
+        // Not joined: if nothing reads a log, the process may end before it does. A thread
+        // the system refuses (a process limit) only leaves the work to the first log.
+        let _ = std::thread::Builder::new()
+            .name("warm".into())
+            .spawn(crate::ingest::log::engines::warm);
     }
     let Some(rules) = load_rules(&args.rules, io) else {
         return Exit::Error;

@@ -320,11 +320,11 @@ pub fn open(
 /// found it so: `open("-")` scans it through a map, as it does a named file.
 static STDIN_FILE: std::sync::Mutex<Option<(File, u64)>> = std::sync::Mutex::new(None);
 
-/// Whether the process's standard input is redirected from a regular file large enough to
-/// map (`oomdoctor < job.log`, a CI step's usual form) and not yet read from: then a second
-/// handle on it is kept for `open("-")`, which scans it as fast as the file named (a pipe
-/// cannot be mapped: `cat job.log | oomdoctor` stays a read). The caller reads such a
-/// standard input without a read-ahead thread, as a named file is read.
+/// Whether the process's standard input is a regular file not yet read from (`oomdoctor <
+/// job.log`, a CI step's usual form). When it is large enough to map, a second handle on it
+/// is kept for `open("-")`, which scans it as fast as the file named (a pipe cannot be
+/// mapped: `cat job.log | oomdoctor` stays a read). The caller reads such a standard input
+/// without a read-ahead thread, as a named file is read.
 ///
 /// For the binary's `main` only: a test's standard input is not the process's.
 pub fn stdin_is_file(stdin: &std::io::Stdin) -> bool {

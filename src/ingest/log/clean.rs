@@ -10,6 +10,7 @@
 
 use std::sync::LazyLock;
 
+use crate::ingest::log::pattern::static_regex;
 use regex::Regex;
 
 /// What the stripped prefixes said about the line.
@@ -43,8 +44,9 @@ pub struct CleanLine {
 /// the caret form users paste (`^[[0;36m`), rsyslog's octal escape (`#033[2m`), and orphaned
 /// SGR codes whose ESC byte was lost.
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|#033\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m")
-        .expect("static regex")
+    static_regex(
+        r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|\^\[\[[0-9;?]*[A-Za-z]|#033\[[0-9;?]*[A-Za-z]|\[(?:\d{1,3}(?:;\d{1,3})*)?m",
+    )
 });
 
 struct Prefix {
@@ -66,7 +68,7 @@ struct MetaGroups {
 
 impl Prefix {
     fn new(pattern: &str) -> Prefix {
-        let re = crate::ingest::log::pattern::regex(pattern).expect("static regex");
+        let re = static_regex(pattern);
         let at = |name: &str| re.capture_names().position(|n| n == Some(name));
         let groups = MetaGroups {
             ts: at("ts"),
@@ -316,10 +318,8 @@ pub fn clean_line(raw: &[u8]) -> CleanLine {
     }
 }
 
-static JSON_FIELD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#""(?P<k>message|msg|log|timestamp|time|level)"\s*:\s*""#)
-        .expect("static regex")
-});
+static JSON_FIELD: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#""(?P<k>message|msg|log|timestamp|time|level)"\s*:\s*""#));
 
 /// The message of a JSON log record: tracing's `--json-output` (TGI:
 /// `{"timestamp":..,"level":"ERROR","fields":{"message":"..."},"target":..}`), loguru's

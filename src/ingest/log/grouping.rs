@@ -25,6 +25,7 @@ use crate::ingest::log::engines::{self, Emit, Failure, Observation, PhaseMark, R
 use crate::ingest::log::scanner::{Hit, LineSink, lines_back, lines_forward};
 
 use crate::incident::Incident;
+use crate::ingest::log::pattern::static_regex;
 use crate::ingest::log::phase;
 
 /// Failures this many lines apart or closer belong to one incident.
@@ -749,10 +750,7 @@ fn frames_below(hit: &Hit<'_>) -> Vec<CleanLine> {
 /// An exception's own line at the bottom of a traceback: `torch.OutOfMemoryError: ...`,
 /// `RuntimeError: ...`.
 static EXCEPTION_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:",
-    )
-    .expect("static regex")
+    static_regex(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b:")
 });
 
 /// The cleaned lines before a failure, nearest first: the sub-lines of a packed line before

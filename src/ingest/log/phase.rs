@@ -18,6 +18,7 @@ use regex::Regex;
 use crate::facts::phase::id;
 use crate::ingest::log::clean::CleanLine;
 use crate::ingest::log::engines::PhaseMark;
+use crate::ingest::log::pattern::static_regex;
 
 /// The decision and what it rested on.
 #[derive(Clone, Debug, PartialEq)]
@@ -244,8 +245,9 @@ const STEP_FUNCTIONS: &[&str] = &[
 /// A source line's outermost call: `model = AutoModel.from_pretrained(`, `loss.backward()`,
 /// `return self.generate(`.
 static CALL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?:return\s+|await\s+)?(?:[\w.\[\]]+(?:\s*,\s*[\w.\[\]]+)*\s*=\s*)?(?:await\s+)?(?:[\w\[\]]+\.)*(?P<name>\w+)\(")
-        .expect("static regex")
+    static_regex(
+        r"^(?:return\s+|await\s+)?(?:[\w.\[\]]+(?:\s*,\s*[\w.\[\]]+)*\s*=\s*)?(?:await\s+)?(?:[\w\[\]]+\.)*(?P<name>\w+)\(",
+    )
 });
 /// A traceback frame as Python prints it (`File "x.py", line 3, in f`), as `rich` prints it
 /// inside its box (`│ /path/x.py:3 in f │`, the path sometimes wrapped onto the line before),
@@ -253,41 +255,38 @@ static CALL: LazyLock<Regex> = LazyLock::new(|| {
 /// IPython 8: `File ~/lib/trainer.py:2113, in Trainer.evaluate(self, ...)`, the method's
 /// class dropped).
 static FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)|^\s*File (?P<jfile>(?:~|/|[A-Za-z]:\\)\S*?\.py):\d+, in (?:[\w<>]+\.)*(?P<jfunc>[\w<>]+)"#)
-        .expect("static regex")
+    static_regex(
+        r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)|^\s*File (?P<jfile>(?:~|/|[A-Za-z]:\\)\S*?\.py):\d+, in (?:[\w<>]+\.)*(?P<jfunc>[\w<>]+)"#,
+    )
 });
 /// A progress bar's counter: tqdm's `| 450/1000 [`, and rich's (Lightning's RichProgressBar)
 /// `0/10 0:00:01 •`.
 static TQDM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•")
-        .expect("static regex")
+    static_regex(
+        r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•",
+    )
 });
 static STEP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b",
-    )
-    .expect("static regex")
+    static_regex(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b")
 });
 static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?",
-    )
-    .expect("static regex")
+    static_regex(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?")
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files").expect("static regex")
+    static_regex(
+        r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files",
+    )
 });
 /// A training script announcing an evaluation round, once per round: `Start validating.`,
 /// `Starting evaluation`, Transformers' `***** Running Evaluation *****`, `Running validation`.
 /// Not the progress bars inside a round, which print many lines each.
 static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)^[\W_]*(?:start(?:ing|ed)? (?:the )?(?:validat|evaluat)\w*|running (?:evaluation|validation))\b[\W_]*$")
-        .expect("static regex")
+    static_regex(
+        r"(?i)^[\W_]*(?:start(?:ing|ed)? (?:the )?(?:validat|evaluat)\w*|running (?:evaluation|validation))\b[\W_]*$",
+    )
 });
-static LOSS_LOG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d")
-        .expect("static regex")
-});
+static LOSS_LOG: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d"));
 
 /// Which of the progress regexes can match a line, from a word (or byte) each one's every
 /// match holds: `EVALUATION_ROUND` `validat`/`evaluat`, `TQDM` a `/`, `STEP` `it` or `step`

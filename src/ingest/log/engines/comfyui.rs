@@ -27,28 +27,22 @@ use regex::Regex;
 use super::local::{span, walk_back};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::units::{mib_to_bytes, parse_number};
+use crate::ingest::log::pattern::static_regex;
 
 static TOTAL_VRAM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Total VRAM (?P<v>\d+(?:\.\d+)?) MB, total RAM (?P<r>\d+(?:\.\d+)?) MB",
-    )
-    .expect("static regex")
+    static_regex(r"Total VRAM (?P<v>\d+(?:\.\d+)?) MB, total RAM (?P<r>\d+(?:\.\d+)?) MB")
 });
-static REPORT_VRAM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^[-*\s]*(?:\*\*)?VRAM Total:(?:\*\*)?\s*(?P<v>\d+)\s*$")
-        .expect("static regex")
-});
-static VRAM_STATE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Set vram state to: (?P<s>[A-Z_]+)").expect("static regex")
-});
+static REPORT_VRAM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^[-*\s]*(?:\*\*)?VRAM Total:(?:\*\*)?\s*(?P<v>\d+)\s*$"));
+static VRAM_STATE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Set vram state to: (?P<s>[A-Z_]+)"));
 static DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^Device: (?:cuda|xpu|mps|npu):?\d*\s+(?P<name>.+?)\s*:\s*(?P<alloc>cudaMallocAsync|native)\s*$")
-        .expect("static regex")
+    static_regex(
+        r"^Device: (?:cuda|xpu|mps|npu):?\d*\s+(?P<name>.+?)\s*:\s*(?P<alloc>cudaMallocAsync|native)\s*$",
+    )
 });
-static REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|\s)Requested to load (?P<m>\S+)")
-        .expect("static regex")
-});
+static REQUESTED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:^|\s)Requested to load (?P<m>\S+)"));
 /// How far above the batch file's `pause` the end of ComfyUI's own output is looked for.
 const EXIT_LOOKBACK: usize = 40;
 
@@ -104,43 +98,38 @@ fn vanished_while(line: &Line<'_>) -> Option<&'static str> {
 /// Since late 2024: `loaded partially; 5167.08 MB usable, 5100.00 MB loaded, 3200.00 MB
 /// offloaded, ...` and `loaded completely; 9597.40 MB usable, 4897.00 MB loaded, full load: True`.
 static LOADED_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^loaded (?P<how>partially|completely);\s*(?P<usable>\d+(?:\.\d+)?) MB usable,\s*(?P<loaded>\d+(?:\.\d+)?) MB loaded(?:,\s*(?P<off>\d+(?:\.\d+)?) MB offloaded)?")
-        .expect("static regex")
+    static_regex(
+        r"^loaded (?P<how>partially|completely);\s*(?P<usable>\d+(?:\.\d+)?) MB usable,\s*(?P<loaded>\d+(?:\.\d+)?) MB loaded(?:,\s*(?P<off>\d+(?:\.\d+)?) MB offloaded)?",
+    )
 });
 /// Before: `loaded partially <usable MB> <loaded MB> <patches>`, `loaded completely <usable
 /// MB> <model MB> <full load>`.
 static LOADED_BARE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^loaded (?P<how>partially|completely) (?P<usable>\d+(?:\.\d+)?) (?P<loaded>\d+(?:\.\d+)?)(?:\s|$)")
-        .expect("static regex")
+    static_regex(
+        r"^loaded (?P<how>partially|completely) (?P<usable>\d+(?:\.\d+)?) (?P<loaded>\d+(?:\.\d+)?)(?:\s|$)",
+    )
 });
-static LOWVRAM_LOAD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^loading in lowvram mode (?P<usable>\d+(?:\.\d+)?)")
-        .expect("static regex")
-});
+static LOWVRAM_LOAD: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^loading in lowvram mode (?P<usable>\d+(?:\.\d+)?)"));
 static NODE_TYPE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^[-*\s]*(?:\*\*)?Node Type:(?:\*\*)?\s*(?P<n>\S+)\s*$|^Error occurred when executing (?P<n2>[^:\s]+):")
-        .expect("static regex")
+    static_regex(
+        r"^[-*\s]*(?:\*\*)?Node Type:(?:\*\*)?\s*(?P<n>\S+)\s*$|^Error occurred when executing (?P<n2>[^:\s]+):",
+    )
 });
 static ARGS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"^[-*\s]*(?:\*\*)?Arguments:(?:\*\*)?\s*(?P<a>.*\S)|(?P<cmd>\S*main\.py(?:\s.*)?)$",
     )
-    .expect("static regex")
 });
-static RESERVE_VRAM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"--reserve-vram[=\s]+(?P<g>\d+(?:\.\d+)?)")
-        .expect("static regex")
-});
+static RESERVE_VRAM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"--reserve-vram[=\s]+(?P<g>\d+(?:\.\d+)?)"));
 static TILED_RETRY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"Ran out of memory when regular VAE (?:decoding|encoding), retrying with tiled VAE",
     )
-    .expect("static regex")
 });
-static WEIGHT_DTYPE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^model weight dtype (?:torch\.)?(?P<d>\w+), manual cast")
-        .expect("static regex")
-});
+static WEIGHT_DTYPE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^model weight dtype (?:torch\.)?(?P<d>\w+), manual cast"));
 
 /// The ComfyUI recogniser.
 pub struct ComfyUi;

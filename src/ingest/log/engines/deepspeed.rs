@@ -14,44 +14,45 @@ use regex::Regex;
 
 use super::local::{size_bin, span};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
+use crate::ingest::log::pattern::static_regex;
 
 static MA_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\bMA (?P<ma>\d+(?:\.\d+)?) GB\s+Max_MA (?P<maxma>\d+(?:\.\d+)?) GB\s+CA (?P<ca>\d+(?:\.\d+)?) GB\s+Max_CA (?P<maxca>\d+(?:\.\d+)?) GB")
-        .expect("static regex")
+    static_regex(
+        r"\bMA (?P<ma>\d+(?:\.\d+)?) GB\s+Max_MA (?P<maxma>\d+(?:\.\d+)?) GB\s+CA (?P<ca>\d+(?:\.\d+)?) GB\s+Max_CA (?P<maxca>\d+(?:\.\d+)?) GB",
+    )
 });
 static CPU_VM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"CPU Virtual Memory:\s+used = (?P<used>\d+(?:\.\d+)?) GB, percent = (?P<pct>\d+(?:\.\d+)?)%")
-        .expect("static regex")
+    static_regex(
+        r"CPU Virtual Memory:\s+used = (?P<used>\d+(?:\.\d+)?) GB, percent = (?P<pct>\d+(?:\.\d+)?)%",
+    )
 });
 static EST_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^\s*(?P<cpu>\d+(?:\.\d+)?)GB \|\s*(?P<gpu>\d+(?:\.\d+)?)GB \| (?:offload_param=(?P<p>\w+)\s*, )?offload_optimizer=(?P<o>\w+)\s*(?:, zero_init=(?P<z>\d))?")
-        .expect("static regex")
+    static_regex(
+        r"^\s*(?P<cpu>\d+(?:\.\d+)?)GB \|\s*(?P<gpu>\d+(?:\.\d+)?)GB \| (?:offload_param=(?P<p>\w+)\s*, )?offload_optimizer=(?P<o>\w+)\s*(?:, zero_init=(?P<z>\d))?",
+    )
 });
-static EST_MODEL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"SW: Model with (?P<m>\d+)M total params")
-        .expect("static regex")
-});
+static EST_MODEL: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"SW: Model with (?P<m>\d+)M total params"));
 /// `zero_optimization_stage ...... 3`, `"stage": 3`, `ZeRO Stage 3`, `zero_stage=3`.
 static STAGE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"(?:zero_optimization_stage\s*\.*\s*|"stage":\s*|ZeRO[- ]?Stage |zero_stage[=:\s]+)(?P<s>[0-3])\b"#)
-        .expect("static regex")
+    static_regex(
+        r#"(?:zero_optimization_stage\s*\.*\s*|"stage":\s*|ZeRO[- ]?Stage |zero_stage[=:\s]+)(?P<s>[0-3])\b"#,
+    )
 });
 static OFFLOAD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"["']?offload_(?P<what>optimizer|param)["']?\s*[:=]\s*\{\s*["']?device["']?\s*[:=]\s*["']?(?P<dev>cpu|nvme|none)"#)
-        .expect("static regex")
+    static_regex(
+        r#"["']?offload_(?P<what>optimizer|param)["']?\s*[:=]\s*\{\s*["']?device["']?\s*[:=]\s*["']?(?P<dev>cpu|nvme|none)"#,
+    )
 });
 static OFFLOAD_FLAT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"offload_(?P<what>optimizer|param)(?:_device\s*[:=]?\s*\.*\s*|=DeepSpeedZeroOffload\w*Config\(device='?)(?P<dev>cpu|nvme|none)")
-        .expect("static regex")
+    static_regex(
+        r"offload_(?P<what>optimizer|param)(?:_device\s*[:=]?\s*\.*\s*|=DeepSpeedZeroOffload\w*Config\(device='?)(?P<dev>cpu|nvme|none)",
+    )
 });
-static MICRO_BATCH: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"train_micro_batch_size_per_gpu\s*\.*\s*[:=]?\s*(?P<n>\d+)")
-        .expect("static regex")
-});
-static ACCUM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^gradient_accumulation_steps\s*\.{2,}\s*(?P<n>\d+)")
-        .expect("static regex")
-});
+static MICRO_BATCH: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"train_micro_batch_size_per_gpu\s*\.*\s*[:=]?\s*(?P<n>\d+)"));
+static ACCUM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^gradient_accumulation_steps\s*\.{2,}\s*(?P<n>\d+)"));
 
 /// The DeepSpeed / Accelerate recogniser.
 pub struct DeepSpeed;

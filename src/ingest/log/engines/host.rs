@@ -16,12 +16,17 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::ingest::log::pattern::static_regex;
 
 static WORKER_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+|[xX]+|\.{2,}|…|\*+|\?+|<[^>\s]*>)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)").expect("static regex")
+    static_regex(
+        r"DataLoader worker \(pid(?:\(s\))? (?P<pid>\d+|[xX]+|\.{2,}|…|\*+|\?+|<[^>\s]*>)[^)]*\) (?:is killed by signal: (?P<sig>[\w ]+)|exited unexpectedly)",
+    )
 });
 static SHM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit").expect("static regex")
+    static_regex(
+        r"insufficient shared memory \(shm\)|No space left on device.*/dev/shm|unable to write to file </torch_\d+|workers are out of shared memory|raise your shared memory limit",
+    )
 });
 /// Shells print `Killed` (bash: `line 1: 4242 Killed  python train.py`, its `line` in the
 /// user's language: `riga`, `Zeile`, `ligne`) when a child dies of
@@ -31,10 +36,14 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
 /// (128 + 9). A progress bar redraws its line with `\r` and no newline, so the shell's
 /// `Killed` often lands glued to the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?\p{L}+ \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)").expect("static regex")
+    static_regex(
+        r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?\p{L}+ \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)",
+    )
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code|terminated with code)\s*[:=]?\s*\(?(?P<code>137|-9)\b").expect("static regex")
+    static_regex(
+        r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code|terminated with code)\s*[:=]?\s*\(?(?P<code>137|-9)\b",
+    )
 });
 /// Python's failed host allocations, at the start of the exception line: ENOMEM from the
 /// kernel (`OSError: [Errno 12] Cannot allocate memory`, a `fork` of a large process or an
@@ -42,33 +51,36 @@ static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
 /// (...)`, and a bare `MemoryError` (`torch.cuda.OutOfMemoryError` is a device failure and
 /// does not start with it).
 static PY_HOST_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?:[\w.]+\.)?(?:OSError: \[Errno 12\] Cannot allocate memory|_ArrayMemoryError: Unable to allocate (?P<req>\d+(?:\.\d+)?\s*[KMGTP]?i?B)|MemoryError(?:\s*$|: (?:Unable to allocate|std::bad_alloc|$)))")
-        .expect("static regex")
+    static_regex(
+        r"^(?:[\w.]+\.)?(?:OSError: \[Errno 12\] Cannot allocate memory|_ArrayMemoryError: Unable to allocate (?P<req>\d+(?:\.\d+)?\s*[KMGTP]?i?B)|MemoryError(?:\s*$|: (?:Unable to allocate|std::bad_alloc|$)))",
+    )
 });
 /// A C++ program (TensorFlow's runtime, Caffe, a llama.cpp tool) dying of a failed host
 /// allocation: the runtime's `terminate called after throwing an instance of
 /// 'std::bad_alloc'` (libstdc++) or `uncaught exception of type std::bad_alloc` (libc++).
 static CXX_BAD_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:terminate called after throwing an instance of|terminating due to uncaught exception of type) '?std::bad_alloc")
-        .expect("static regex")
+    static_regex(
+        r"(?:terminate called after throwing an instance of|terminating due to uncaught exception of type) '?std::bad_alloc",
+    )
 });
 /// `free`'s `Mem:` row: total, used, free, then shared, buff/cache and available (procps-ng)
 /// or shared, buffers and cached (older procps). `free -g`, `-m` and plain `free` print bare
 /// numbers, `-h` a unit on each (`251Gi`, `38G`, `0B`). A `watch`/cron paste may put a time
 /// before it.
 static FREE_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|\s)Mem:\s+(?P<total>\d+(?:\.\d+)?)(?P<tu>[KMGTP]i?|B)?\s+(?P<used>\d+(?:\.\d+)?)(?P<uu>[KMGTP]i?|B)?\s+\d+(?:\.\d+)?(?:[KMGTP]i?|B)?(?:\s|$)")
-        .expect("static regex")
+    static_regex(
+        r"(?:^|\s)Mem:\s+(?P<total>\d+(?:\.\d+)?)(?P<tu>[KMGTP]i?|B)?\s+(?P<used>\d+(?:\.\d+)?)(?P<uu>[KMGTP]i?|B)?\s+\d+(?:\.\d+)?(?:[KMGTP]i?|B)?(?:\s|$)",
+    )
 });
 /// `top`'s memory summary: `MiB Mem :  31906.7 total,   1021.4 free,  20455.5 used, ...`
 /// (procps-ng), `Mem:  16333668k total, 15906260k used,   427408k free, ...` (older).
 static TOP_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|\s)Mem\s*:\s*(?P<total>\d+(?:\.\d+)?)(?P<tu>[kmgt])?\s+total,\s*(?P<a>\d+(?:\.\d+)?)(?P<au>[kmgt])?\s+(?P<al>free|used),\s*(?P<b>\d+(?:\.\d+)?)(?P<bu>[kmgt])?\s+(?P<bl>free|used)\b")
-        .expect("static regex")
+    static_regex(
+        r"(?:^|\s)Mem\s*:\s*(?P<total>\d+(?:\.\d+)?)(?P<tu>[kmgt])?\s+total,\s*(?P<a>\d+(?:\.\d+)?)(?P<au>[kmgt])?\s+(?P<al>free|used),\s*(?P<b>\d+(?:\.\d+)?)(?P<bu>[kmgt])?\s+(?P<bl>free|used)\b",
+    )
 });
-static NUM_WORKERS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"num_workers\s*[=:]\s*(?P<n>\d+)").expect("static regex")
-});
+static NUM_WORKERS: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"num_workers\s*[=:]\s*(?P<n>\d+)"));
 
 /// How far above `exited unexpectedly` the worker's own death is looked for: the chained
 /// exception between them is about twenty frames.

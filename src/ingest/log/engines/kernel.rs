@@ -22,63 +22,41 @@ use regex::Regex;
 use super::local::{container_of_cgroup, kib, span, walk_back};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::ingest::log::clean::clean_line;
+use crate::ingest::log::pattern::static_regex;
 
 static KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:(?P<reason>Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (?P<pid>\d+),? (?:UID \d+, )?\((?P<comm>.+?)\)(?:[\s,]|$)")
-        .expect("static regex")
+    static_regex(
+        r"(?:(?P<reason>Out of memory(?: \(oom_kill_allocating_task\))?|Memory cgroup out of memory): )?Killed process (?P<pid>\d+),? (?:UID \d+, )?\((?P<comm>.+?)\)(?:[\s,]|$)",
+    )
 });
 static KILL_OLD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<reason>Out of memory|Memory cgroup out of memory): Kill process (?P<pid>\d+) \((?P<comm>.+?)\) score \d+ or sacrifice child")
-        .expect("static regex")
+    static_regex(
+        r"(?P<reason>Out of memory|Memory cgroup out of memory): Kill process (?P<pid>\d+) \((?P<comm>.+?)\) score \d+ or sacrifice child",
+    )
 });
 static FIELD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?P<k>total-vm|anon-rss|file-rss|shmem-rss):\s*(?P<v>\d[\d,]*)kB",
-    )
-    .expect("static regex")
+    static_regex(r"(?P<k>total-vm|anon-rss|file-rss|shmem-rss):\s*(?P<v>\d[\d,]*)kB")
 });
 static COMPLETE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:oom_score_adj:\s*-?\d+|shmem-rss:\s*\d+kB|file-rss:\s*\d+kB)\s*$",
-    )
-    .expect("static regex")
+    static_regex(r"(?:oom_score_adj:\s*-?\d+|shmem-rss:\s*\d+kB|file-rss:\s*\d+kB)\s*$")
 });
-static INVOKER: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<comm>\S[^:]*?) invoked oom-killer: gfp_mask=")
-        .expect("static regex")
-});
-static CONSTRAINT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"oom-kill:constraint=CONSTRAINT_(?P<c>[A-Z_]+)")
-        .expect("static regex")
-});
-static OOM_MEMCG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"[,:]oom_memcg=(?P<p>[^,\s]+)").expect("static regex")
-});
-static TASK_MEMCG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r",task_memcg=(?P<p>[^,\s]+)").expect("static regex")
-});
+static INVOKER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?P<comm>\S[^:]*?) invoked oom-killer: gfp_mask="));
+static CONSTRAINT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"oom-kill:constraint=CONSTRAINT_(?P<c>[A-Z_]+)"));
+static OOM_MEMCG: LazyLock<Regex> = LazyLock::new(|| static_regex(r"[,:]oom_memcg=(?P<p>[^,\s]+)"));
+static TASK_MEMCG: LazyLock<Regex> = LazyLock::new(|| static_regex(r",task_memcg=(?P<p>[^,\s]+)"));
 static MEMCG_USAGE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:^|[\s\]:])memory: usage (?P<u>\d+)kB, limit (?P<l>\d+)kB, failcnt \d+",
-    )
-    .expect("static regex")
+    static_regex(r"(?:^|[\s\]:])memory: usage (?P<u>\d+)kB, limit (?P<l>\d+)kB, failcnt \d+")
 });
-static FREE_SWAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Free swap\s*=\s*(?P<n>\d+)kB").expect("static regex")
-});
-static TOTAL_SWAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Total swap\s*=\s*(?P<n>\d+)kB").expect("static regex")
-});
-static PAGES_RAM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|\s)(?P<n>\d+) pages RAM").expect("static regex")
-});
-static MEMINFO_FREE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|\s)free:(?P<n>\d+) free_pcp:").expect("static regex")
-});
-static CGROUP_STATS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Memory cgroup stats for (?P<p>\S+?):?\s*$")
-        .expect("static regex")
-});
+static FREE_SWAP: LazyLock<Regex> = LazyLock::new(|| static_regex(r"Free swap\s*=\s*(?P<n>\d+)kB"));
+static TOTAL_SWAP: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Total swap\s*=\s*(?P<n>\d+)kB"));
+static PAGES_RAM: LazyLock<Regex> = LazyLock::new(|| static_regex(r"(?:^|\s)(?P<n>\d+) pages RAM"));
+static MEMINFO_FREE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:^|\s)free:(?P<n>\d+) free_pcp:"));
+static CGROUP_STATS: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Memory cgroup stats for (?P<p>\S+?):?\s*$"));
 
 /// A memcg limit at or above this many kB means "no limit" (`PAGE_COUNTER_MAX`).
 const UNLIMITED_KB: u64 = 1 << 50;

@@ -17,62 +17,42 @@ use super::local::{k8s_quantity, span, walk_back, walk_forward};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::engine;
 use crate::ingest::log::clean::clean_line;
+use crate::ingest::log::pattern::static_regex;
 
 static REASON_OOMKILLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"(?:^|\s)(?:Reason|reason):\s+OOMKilled\b|"reason":\s*"OOMKilled"|\breason="?OOMKilled\b"#)
-        .expect("static regex")
+    static_regex(
+        r#"(?:^|\s)(?:Reason|reason):\s+OOMKilled\b|"reason":\s*"OOMKilled"|\breason="?OOMKilled\b"#,
+    )
 });
 static GET_PODS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"^(?P<pod>[a-z0-9][\w.-]*)\s+\d+/\d+\s+OOMKilled\s+(?P<restarts>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"^(?P<pod>[a-z0-9][\w.-]*)\s+\d+/\d+\s+OOMKilled\s+(?P<restarts>\d+)")
 });
 static EVICTED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"The node (?:was low on resource: memory|had condition: \[?MemoryPressure)",
-    )
-    .expect("static regex")
+    static_regex(r"The node (?:was low on resource: memory|had condition: \[?MemoryPressure)")
 });
-static THRESHOLD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Threshold quantity: (?P<q>[\w.]+), available: (?P<a>[\w.]+)",
-    )
-    .expect("static regex")
-});
+static THRESHOLD: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Threshold quantity: (?P<q>[\w.]+), available: (?P<a>[\w.]+)"));
 static USING: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Container (?P<c>[\w.-]+) was using (?P<u>[\w.]+), (?:request is (?P<r>[\w.]+)|which exceeds its request of (?P<r2>[\w.]+))")
-        .expect("static regex")
+    static_regex(
+        r"Container (?P<c>[\w.-]+) was using (?P<u>[\w.]+), (?:request is (?P<r>[\w.]+)|which exceeds its request of (?P<r2>[\w.]+))",
+    )
 });
 static SYSTEM_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"System OOM encountered(?:, victim process: (?P<comm>[^,]+), pid: (?P<pid>\d+))?",
-    )
-    .expect("static regex")
+    static_regex(r"System OOM encountered(?:, victim process: (?P<comm>[^,]+), pid: (?P<pid>\d+))?")
 });
-static DOCKER_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#""OOMKilled":\s*true|\bcontainer oom [0-9a-f]{12}"#)
-        .expect("static regex")
-});
-static CONTAINERD_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"TaskOOM event|publish OOM event|msg="?OOM event"#)
-        .expect("static regex")
-});
-static DOCKER_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:^|\s)(?:-m|--memory)[ =](?P<v>\d+(?:\.\d+)?[bkmgBKMG]?)\b",
-    )
-    .expect("static regex")
-});
+static DOCKER_OOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#""OOMKilled":\s*true|\bcontainer oom [0-9a-f]{12}"#));
+static CONTAINERD_OOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#"TaskOOM event|publish OOM event|msg="?OOM event"#));
+static DOCKER_MEMORY: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:^|\s)(?:-m|--memory)[ =](?P<v>\d+(?:\.\d+)?[bkmgBKMG]?)\b"));
 static SHM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r#"(?:--shm-size[ =]|shm_size:\s*['"]?)(?P<v>\d+(?:\.\d+)?[bkmgBKMG]?[bB]?)"#,
-    )
-    .expect("static regex")
+    static_regex(r#"(?:--shm-size[ =]|shm_size:\s*['"]?)(?P<v>\d+(?:\.\d+)?[bkmgBKMG]?[bB]?)"#)
 });
 static COMPOSE_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"^(?:(?P<key>mem_limit)|memory):\s*['"]?(?P<v>\d+(?:\.\d+)?(?:[kmgKMG]i?|[bkmgBKMG][bB]?)?)['"]?\s*$"#)
-        .expect("static regex")
+    static_regex(
+        r#"^(?:(?P<key>mem_limit)|memory):\s*['"]?(?P<v>\d+(?:\.\d+)?(?:[kmgKMG]i?|[bkmgBKMG][bB]?)?)['"]?\s*$"#,
+    )
 });
 
 /// The Kubernetes / Docker recogniser.

@@ -30,60 +30,50 @@ use regex::Regex;
 use super::local::{in_ollama, mib, size_bin, span};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 use crate::facts::units::parse_number;
+use crate::ingest::log::pattern::static_regex;
 
 static CUDA_MALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"allocating (?P<mib>\d+(?:\.\d+)?) MiB on device (?P<dev>\d+): (?P<api>[a-z]+)Malloc failed: (?P<err>.*)")
-        .expect("static regex")
+    static_regex(
+        r"allocating (?P<mib>\d+(?:\.\d+)?) MiB on device (?P<dev>\d+): (?P<api>[a-z]+)Malloc failed: (?P<err>.*)",
+    )
 });
 static BUFFER_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<func>\w+): failed to allocate (?P<buft>[A-Za-z][\w-]*) buffer of size (?P<bytes>\d+)(?:[^.\d]|$)")
-        .expect("static regex")
+    static_regex(
+        r"(?P<func>\w+): failed to allocate (?P<buft>[A-Za-z][\w-]*) buffer of size (?P<bytes>\d+)(?:[^.\d]|$)",
+    )
 });
 static CPU_BUFFER_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:cpu\w*|CPU\w*): failed to allocate buffer of size (?P<bytes>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"(?:cpu\w*|CPU\w*): failed to allocate buffer of size (?P<bytes>\d+)")
 });
 static METAL_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"error: failed to allocate (?:'\w+' )?buffer, size =\s*(?P<mib>\d+(?:\.\d+)?) MiB",
     )
-    .expect("static regex")
 });
 static VULKAN_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"ggml_vulkan: Device memory allocation of size (?P<bytes>\d+) failed",
-    )
-    .expect("static regex")
+    static_regex(r"ggml_vulkan: Device memory allocation of size (?P<bytes>\d+) failed")
 });
-static VULKAN_WRAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)ErrorOutOfDeviceMemory|vk_error_out_of_device_memory")
-        .expect("static regex")
-});
+static VULKAN_WRAP: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?i)ErrorOutOfDeviceMemory|vk_error_out_of_device_memory"));
 /// The CUDA error macro (Dec 2023 →): `CUDA error: out of memory` then `current device: N, in
 /// function F at file:line` (a paste cut short may end at `current device: N`). ROCm/MUSA
 /// builds print their own backend name.
 static CUDA_ERROR: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<b>CUDA|ROCm|HIP|MUSA|SYCL|CANN) error: (?P<err>.*(?:out of memory|OutOfMemory|ErrorMemoryAllocation).*)")
-        .expect("static regex")
+    static_regex(
+        r"(?P<b>CUDA|ROCm|HIP|MUSA|SYCL|CANN) error: (?P<err>.*(?:out of memory|OutOfMemory|ErrorMemoryAllocation).*)",
+    )
 });
 static CURRENT_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"current device: (?P<dev>\d+)(?:, in function (?P<func>\S+)|\s*$)",
-    )
-    .expect("static regex")
+    static_regex(r"current device: (?P<dev>\d+)(?:, in function (?P<func>\S+)|\s*$)")
 });
 /// 2023: `CUDA error 2 at ggml-cuda.cu:6951: out of memory`.
 static CUDA_ERROR_2023: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"CUDA error (?P<code>\d+) at (?P<file>\S+):\d+: (?P<err>.*out of memory.*)",
-    )
-    .expect("static regex")
+    static_regex(r"CUDA error (?P<code>\d+) at (?P<file>\S+):\d+: (?P<err>.*out of memory.*)")
 });
 static LOAD_ERR: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"error loading model: (?:unable to allocate (?:backend )?(?P<buft>[\w-]*) ?buffer|failed to allocate buffer)")
-        .expect("static regex")
+    static_regex(
+        r"error loading model: (?:unable to allocate (?:backend )?(?P<buft>[\w-]*) ?buffer|failed to allocate buffer)",
+    )
 });
 /// The buffer type a model-load error names: `Some(Some("CUDA0"))` for `error loading model:
 /// unable to allocate CUDA0 buffer` (and `backend CPU buffer`), `Some(None)` for one that
@@ -94,146 +84,114 @@ pub(crate) fn load_error_buffer(text: &str) -> Option<Option<&str>> {
     Some(c.name("buft").map(|m| m.as_str()).filter(|b| !b.is_empty()))
 }
 static KV_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|failed to initialize (?:the )?kv cache")
-        .expect("static regex")
+    static_regex(
+        r"failed to allocate buffer for kv cache|llama_kv_cache_init\(\) failed|failed to initialize (?:the )?kv cache",
+    )
 });
 static COMPUTE_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"failed to allocate compute (?:pp |tg )?buffers?|failed to allocate output buffer of size (?P<mib>\d+(?:\.\d+)?) MiB",
     )
-    .expect("static regex")
 });
 /// ggml before its allocators (2023): every tensor came from one context pool sized up
 /// front from the batch and the context, and a graph larger than the estimate failed with
 /// `ggml_new_tensor_impl: not enough space in the context's memory pool (needed 35007776,
 /// available 12582912)`, typically at a large `--n_batch`.
 static CONTEXT_POOL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"not enough space in the context's memory pool \(needed (?P<need>\d+), available (?P<avail>\d+)\)")
-        .expect("static regex")
+    static_regex(
+        r"not enough space in the context's memory pool \(needed (?P<need>\d+), available (?P<avail>\d+)\)",
+    )
 });
 /// Metal at run time: `error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)`.
-static METAL_RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"kIOGPUCommandBufferCallbackErrorOutOfMemory")
-        .expect("static regex")
-});
+static METAL_RUNTIME: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"kIOGPUCommandBufferCallbackErrorOutOfMemory"));
 static KV_FULL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"failed to decode the batch: KV cache is full|KV cache is full - try increasing it",
     )
-    .expect("static regex")
 });
 
 static USING_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"using device (?P<dev>\S+) \((?P<desc>[^)]*)\)(?: \([^)]*\))? - (?P<free>\d+) MiB free",
     )
-    .expect("static regex")
 });
-static FOUND_DEVICES: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"found (?P<n>\d+) (?:CUDA|ROCm|HIP|MUSA|SYCL|Vulkan) devices?",
-    )
-    .expect("static regex")
-});
+static FOUND_DEVICES: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"found (?P<n>\d+) (?:CUDA|ROCm|HIP|MUSA|SYCL|Vulkan) devices?"));
 static DEVICE_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"^Device (?P<i>\d+): (?P<name>[^,]+), (?:compute capability|gfx)",
-    )
-    .expect("static regex")
+    static_regex(r"^Device (?P<i>\d+): (?P<name>[^,]+), (?:compute capability|gfx)")
 });
 static FILE_SIZE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:file|model) size\s*=\s*(?P<n>\d+(?:\.\d+)?) (?P<u>GiB|MiB|GB|MB)(?: \((?P<bpw>\d+(?:\.\d+)?) BPW\))?")
-        .expect("static regex")
+    static_regex(
+        r"(?:file|model) size\s*=\s*(?P<n>\d+(?:\.\d+)?) (?P<u>GiB|MiB|GB|MB)(?: \((?P<bpw>\d+(?:\.\d+)?) BPW\))?",
+    )
 });
 static FILE_TYPE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:file type|model ftype)\s*=\s*(?P<t>[A-Za-z0-9_]+(?: - [A-Za-z]+)?)",
-    )
-    .expect("static regex")
+    static_regex(r"(?:file type|model ftype)\s*=\s*(?P<t>[A-Za-z0-9_]+(?: - [A-Za-z]+)?)")
 });
-static MODEL_PARAMS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"model params\s*=\s*(?P<n>\d+(?:\.\d+)?) (?P<u>[KMBT])")
-        .expect("static regex")
-});
-static GENERAL_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"general\.name(?:\s+str)?\s*=\s*(?P<n>.+?)\s*$")
-        .expect("static regex")
-});
-static N_LAYER: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:\bn_layer\s*=\s*|\.block_count u32\s*=\s*)(?P<n>\d+)")
-        .expect("static regex")
-});
-static N_EXPERT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:\bn_expert\s*=\s*|\.expert_count u32\s*=\s*)(?P<n>\d+)")
-        .expect("static regex")
-});
+static MODEL_PARAMS: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"model params\s*=\s*(?P<n>\d+(?:\.\d+)?) (?P<u>[KMBT])"));
+static GENERAL_NAME: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"general\.name(?:\s+str)?\s*=\s*(?P<n>.+?)\s*$"));
+static N_LAYER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:\bn_layer\s*=\s*|\.block_count u32\s*=\s*)(?P<n>\d+)"));
+static N_EXPERT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:\bn_expert\s*=\s*|\.expert_count u32\s*=\s*)(?P<n>\d+)"));
 static N_CTX_TRAIN: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:\bn_ctx_train\s*=\s*|\.context_length u32\s*=\s*)(?P<n>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"(?:\bn_ctx_train\s*=\s*|\.context_length u32\s*=\s*)(?P<n>\d+)")
 });
 static CTX_PARAM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\b(?P<k>n_ctx|n_ctx_per_seq|n_ctx_seq|n_ctx_slot|n_batch|n_ubatch|n_seq_max|flash_attn|type_k|type_v|kv_unified)\s*=\s*'?(?P<v>[\w.]+)")
-        .expect("static regex")
+    static_regex(
+        r"\b(?P<k>n_ctx|n_ctx_per_seq|n_ctx_seq|n_ctx_slot|n_batch|n_ubatch|n_seq_max|flash_attn|type_k|type_v|kv_unified)\s*=\s*'?(?P<v>[\w.]+)",
+    )
 });
 static CTX_SEQ_WARN: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"n_ctx_(?:per_)?seq \((?P<seq>\d+)\) [<>] n_ctx_train \((?P<train>\d+)\)",
-    )
-    .expect("static regex")
+    static_regex(r"n_ctx_(?:per_)?seq \((?P<seq>\d+)\) [<>] n_ctx_train \((?P<train>\d+)\)")
 });
-static OFFLOADED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU")
-        .expect("static regex")
-});
+static OFFLOADED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"offloaded (?P<done>\d+)/(?P<total>\d+) layers to GPU"));
 static BUFFER_SIZE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<func>\w+):\s+(?P<buft>[A-Za-z][\w-]*)\s+(?:(?P<what>model|KV|compute|output|RS)\s+)?buffer size\s*=\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>MiB|MB|GiB)")
-        .expect("static regex")
+    static_regex(
+        r"(?P<func>\w+):\s+(?P<buft>[A-Za-z][\w-]*)\s+(?:(?P<what>model|KV|compute|output|RS)\s+)?buffer size\s*=\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>MiB|MB|GiB)",
+    )
 });
 static KV_SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"size =\s*(?P<mib>\d+(?:\.\d+)?) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)(?:/\d+)? seqs\), K \((?P<tk>\w+)\):\s*(?P<k>\d+(?:\.\d+)?) MiB, V \((?P<tv>\w+)\):\s*(?P<v>\d+(?:\.\d+)?) MiB")
-        .expect("static regex")
+    static_regex(
+        r"size =\s*(?P<mib>\d+(?:\.\d+)?) MiB \(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)(?:/\d+)? seqs\), K \((?P<tk>\w+)\):\s*(?P<k>\d+(?:\.\d+)?) MiB, V \((?P<tv>\w+)\):\s*(?P<v>\d+(?:\.\d+)?) MiB",
+    )
 });
 static KV_SELF: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)KV self size\s*=\s*(?P<n>\d+(?:\.\d+)?) (?P<u>MiB|MB)(?:, K \((?P<tk>\w+)\):\s*[\d.]+ MiB, V \((?P<tv>\w+)\):\s*[\d.]+ MiB)?")
-        .expect("static regex")
+    static_regex(
+        r"(?i)KV self size\s*=\s*(?P<n>\d+(?:\.\d+)?) (?P<u>MiB|MB)(?:, K \((?P<tk>\w+)\):\s*[\d.]+ MiB, V \((?P<tv>\w+)\):\s*[\d.]+ MiB)?",
+    )
 });
 static VRAM_2023: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<what>VRAM used|total VRAM used|VRAM kv self)\s*[:=]\s*(?P<n>\d+(?:\.\d+)?) (?P<u>MB|MiB)")
-        .expect("static regex")
+    static_regex(
+        r"(?P<what>VRAM used|total VRAM used|VRAM kv self)\s*[:=]\s*(?P<n>\d+(?:\.\d+)?) (?P<u>MB|MiB)",
+    )
 });
 static BREAKDOWN_DEV: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\|\s*-\s*(?P<dev>[^|]+?)\s*\|\s*(?P<total>\d+)\s*=\s*(?P<free>\d+)\s*\+\s*\(\s*(?P<self>\d+)\s*=\s*(?P<model>\d+)\s*\+\s*(?P<ctx>\d+)\s*\+\s*(?P<comp>\d+)\s*\)\s*\+\s*(?P<unacc>-?\d+)\s*\|")
-        .expect("static regex")
+    static_regex(
+        r"\|\s*-\s*(?P<dev>[^|]+?)\s*\|\s*(?P<total>\d+)\s*=\s*(?P<free>\d+)\s*\+\s*\(\s*(?P<self>\d+)\s*=\s*(?P<model>\d+)\s*\+\s*(?P<ctx>\d+)\s*\+\s*(?P<comp>\d+)\s*\)\s*\+\s*(?P<unacc>-?\d+)\s*\|",
+    )
 });
 static FIT_PROJECTED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"projected to use (?P<used>\d+) MiB of device memory vs\. (?P<free>\d+) MiB of free device memory")
-        .expect("static regex")
+    static_regex(
+        r"projected to use (?P<used>\d+) MiB of device memory vs\. (?P<free>\d+) MiB of free device memory",
+    )
 });
 /// `--fit` per device: `- CUDA0 (RTX 4090): 24080 total, 26841 used, 4855 deficit` (Dec 2025)
 /// or `...: 24080 total, 22000 used, 1104 free vs. target of 1024` (2026).
 static FIT_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"-\s+(?P<dev>\S+) \([^)]*\):\s+(?P<total>\d+) total, (?P<used>\d+) used, ",
-    )
-    .expect("static regex")
+    static_regex(r"-\s+(?P<dev>\S+) \([^)]*\):\s+(?P<total>\d+) total, (?P<used>\d+) used, ")
 });
-static FIT_DEFICIT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"need to reduce device memory by (?P<n>\d+) MiB")
-        .expect("static regex")
-});
-static FIT_CTX: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"context size reduced from (?P<from>\d+) to (?P<to>\d+)")
-        .expect("static regex")
-});
-static MMAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\(mmap = (?P<v>true|false)\)").expect("static regex")
-});
-static BUILD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?:main: build = \d+|build: \d+ \([0-9a-f]+\))")
-        .expect("static regex")
-});
+static FIT_DEFICIT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"need to reduce device memory by (?P<n>\d+) MiB"));
+static FIT_CTX: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"context size reduced from (?P<from>\d+) to (?P<to>\d+)"));
+static MMAP: LazyLock<Regex> = LazyLock::new(|| static_regex(r"\(mmap = (?P<v>true|false)\)"));
+static BUILD: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^(?:main: build = \d+|build: \d+ \([0-9a-f]+\))"));
 
 /// The llama.cpp recogniser.
 pub struct LlamaCpp;

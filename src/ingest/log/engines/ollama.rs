@@ -18,47 +18,43 @@ use regex::Regex;
 use super::llamacpp::command_line;
 use super::local::{human_bytes, slog_pairs, span};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
+use crate::ingest::log::pattern::static_regex;
 
 static SYSTEM_MEMORY_ERR: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"model requires more system memory \((?P<req>[^)]+)\) than is available \((?P<avail>[^)]+)\)")
-        .expect("static regex")
+    static_regex(
+        r"model requires more system memory \((?P<req>[^)]+)\) than is available \((?P<avail>[^)]+)\)",
+    )
 });
 static RUNNER_TERMINATED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"(?:llama runner process (?:has )?terminated: |llama runner terminated"?\s+error="?|an error was encountered while running the model: |error:? (?:starting|loading) the model: )(?P<err>[^"}]*)"#)
-        .expect("static regex")
-});
-static LAYOUT_NUM_GPU: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"memory layout cannot be allocated with num_gpu = (?P<n>\d+)",
+    static_regex(
+        r#"(?:llama runner process (?:has )?terminated: |llama runner terminated"?\s+error="?|an error was encountered while running the model: |error:? (?:starting|loading) the model: )(?P<err>[^"}]*)"#,
     )
-    .expect("static regex")
 });
+static LAYOUT_NUM_GPU: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"memory layout cannot be allocated with num_gpu = (?P<n>\d+)"));
 /// 0.12+: `msg=load request="{Operation:fit ... Parallel:1 BatchSize:512 FlashAttention:Enabled
 /// KvSize:8192 KvCacheType: NumThreads:8 GPULayers:49[...] ... UseMmap:false}"`.
 static LOAD_REQUEST: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"\b(?P<k>Parallel|FlashAttention|KvSize|KvCacheType|GPULayers|UseMmap):(?P<v>[\w.]*)",
     )
-    .expect("static regex")
 });
-static VERSION: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\(version (?P<v>[\w.+-]+)\)").expect("static regex")
-});
-static ENV_MAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<k>OLLAMA_[A-Z_]+):(?P<v>[^\s\]]*)")
-        .expect("static regex")
-});
+static VERSION: LazyLock<Regex> = LazyLock::new(|| static_regex(r"\(version (?P<v>[\w.+-]+)\)"));
+static ENV_MAP: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?P<k>OLLAMA_[A-Z_]+):(?P<v>[^\s\]]*)"));
 /// The client's view of a runner that died mid-request: the CLI's
 /// `Error: Post "http://127.0.0.1:11434/api/generate": EOF` (also `/api/chat`, `/api/embed`),
 /// the server's `an error was encountered while running the model: unexpected EOF`.
 static CONNECTION_LOST: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"Post "https?://[^"\s]*/api/(?:generate|chat|embed|embeddings)":\s*(?:unexpected )?EOF\b"#)
-        .expect("static regex")
+    static_regex(
+        r#"Post "https?://[^"\s]*/api/(?:generate|chat|embed|embeddings)":\s*(?:unexpected )?EOF\b"#,
+    )
 });
 /// Memory words in a runner error that make it an OOM.
 static OOM_WORDS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)out of memory|out of device memory|malloc failed|failed to allocate|unable to allocate|allocation failed|not enough memory|insufficient memory|erroroutofdevicememory|erroroutofmemory")
-        .expect("static regex")
+    static_regex(
+        r"(?i)out of memory|out of device memory|malloc failed|failed to allocate|unable to allocate|allocation failed|not enough memory|insufficient memory|erroroutofdevicememory|erroroutofmemory",
+    )
 });
 
 /// The Ollama recogniser.

@@ -18,6 +18,7 @@ use regex::Regex;
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 use crate::facts::evidence::Value;
 use crate::facts::units::{SiBase, parse_size};
+use crate::ingest::log::pattern::static_regex;
 
 /// A size as PyTorch prints it (`2.00 GiB`, `512 bytes`, older MPS `1.50 GB`).
 const SIZE: &str = r"\d+(?:\.\d+)?\s*(?:bytes|[KMGTP]i?B)";
@@ -26,120 +27,110 @@ const SIZE: &str = r"\d+(?:\.\d+)?\s*(?:bytes|[KMGTP]i?B)";
 /// SIGTERM`, `failed (exitcode: 1) local_rank: 1 (pid: 555)` and its summary's `exitcode  :
 /// -15 (pid: 554)`; DeepSpeed's `Killing subprocess 1234`.
 static WORKER_PID: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Sending process (\d+) closing signal|local_rank: \d+ \(pid: (\d+)\)|exitcode\s*: -?\d+ \(pid: (\d+)\)|Killing subprocess (\d+)")
-        .expect("static regex")
+    static_regex(
+        r"Sending process (\d+) closing signal|local_rank: \d+ \(pid: (\d+)\)|exitcode\s*: -?\d+ \(pid: (\d+)\)|Killing subprocess (\d+)",
+    )
 });
 
 static HEAD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"(?:(?:(?P<exc>[\w.]*(?:Error|Exception)):\s*)?(?P<backend>CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.\s*|^\s*)Tried to allocate (?P<req>{SIZE}|more than 1EB memory)"
     ))
-    .expect("static regex")
 });
 /// The allocator's message cut short within its first sentence by a wrap (`CUDA out of
 /// memory. Tried to allocate 74` / `.00 MiB (GPU 0; ...`): read joined with what follows.
 static HEAD_CUT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.[^()]{0,40}$",
-    )
-    .expect("static regex")
+    static_regex(r"(?:CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.[^()]{0,40}$")
 });
 static MODERN_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"GPU\s*(?P<dev>\d*) has a total capac(?:i)?ty of (?P<total>{SIZE})(?: of which (?P<free>{SIZE}) is free)?"
     ))
-    .expect("static regex")
 });
 static OTHER_PROCESS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"Process (?P<pid>\d+) has (?P<used>{SIZE}) memory in use"
     ))
-    .expect("static regex")
 });
 static SELF_PROCESS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"Including non-PyTorch memory, this process has (?P<used>{SIZE}) memory in use"
     ))
-    .expect("static regex")
 });
-static ALLOWED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(r"(?P<allowed>{SIZE}) allowed;"))
-        .expect("static regex")
-});
+static ALLOWED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(&format!(r"(?P<allowed>{SIZE}) allowed;")));
 // The allocator numbers are read piece by piece so a message cut short (an issue title, a
 // truncated terminal line) still yields what it has.
 // (`Of the allocated memory X is allocated by PyTorch`, from the figure on: a paste may start
 // inside the sentence.)
-static MODERN_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(r"(?P<alloc>{SIZE}) is allocated by PyTorch"))
-        .expect("static regex")
-});
+static MODERN_ALLOC: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(&format!(r"(?P<alloc>{SIZE}) is allocated by PyTorch")));
 static MODERN_PRIVATE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"with (?P<private>{SIZE}) allocated in private pools"
     ))
-    .expect("static regex")
 });
 static MODERN_UNALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"(?P<unalloc>{SIZE}) is reserved by PyTorch but unallocated"
     ))
-    .expect("static regex")
 });
 static LEGACY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"\((?:GPU|NPU|XPU|MLU|MUSA)\s+(?P<dev>\d+);\s*(?P<total>{SIZE}) total capacity;\s*(?P<alloc>{SIZE}) already allocated;(?:\s*{SIZE} current active;)?\s*(?P<free>{SIZE}) free;(?:\s*(?P<allowed>{SIZE}) allowed;)?\s*(?P<reserved>{SIZE}) (?P<word>reserved in total by PyTorch|cached)\)"
     ))
-    .expect("static regex")
 });
 static MPS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!(
+    static_regex(&format!(
         r"MPS backend out of memory \(MPS allocated: (?P<alloc>{SIZE}), other allocations: (?P<other>{SIZE})(?:, max allowed: (?P<allowed>{SIZE}))?\)\.\s*Tried to allocate (?P<req>{SIZE}) on (?P<pool>\w+) pool"
     ))
-    .expect("static regex")
 });
 static ASYNC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"Allocation on device (?P<dev>\d+) would exceed allowed memory\.?\s*\(out of memory\)",
     )
-    .expect("static regex")
 });
 /// OOMs raised by the CUDA runtime or libraries outside the caching allocator. They carry no
 /// numbers; `cuda runtime error (2)` and `THCudaCheck` are the pre-1.0 forms.
 static RUNTIME: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)(?P<b>CUDA|HIP|ROCm|MUSA) error: out of memory|cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA out of memory\.?\s*(?:Tried to allocate\s*)?$|CUDNN_STATUS_ALLOC_FAILED|Cuda failure '?out of memory'?")
-        .expect("static regex")
+    static_regex(
+        r"(?i)(?P<b>CUDA|HIP|ROCm|MUSA) error: out of memory|cuda runtime error \(2\) : out of memory|THCudaCheck FAIL .*error=2 : out of memory|CUBLAS_STATUS_ALLOC_FAILED|CUDA out of memory\.?\s*(?:Tried to allocate\s*)?$|CUDNN_STATUS_ALLOC_FAILED|Cuda failure '?out of memory'?",
+    )
 });
 /// IPython's (Jupyter's, Colab's) traceback header names the exception before the stack:
 /// `MemoryError                               Traceback (most recent call last)`. A paste
 /// that stops inside the stack keeps only this line of the failure. PyTorch's own
 /// `OutOfMemoryError` header is `BARE_CLASS`'s, with the class's other bare forms.
 static NOTEBOOK_HEADER: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?:[\w.]+\.)?(?P<exc>ResourceExhaustedError|_ArrayMemoryError|MemoryError)\s{3,}Traceback \(most recent call last\)")
-        .expect("static regex")
+    static_regex(
+        r"^(?:[\w.]+\.)?(?P<exc>ResourceExhaustedError|_ArrayMemoryError|MemoryError)\s{3,}Traceback \(most recent call last\)",
+    )
 });
 static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)(?:could not be loaded|failed to load(?: the)? model|error (?:while )?loading (?:the )?model|unable to load(?: the)? model)[^:]{0,80}:.{0,40}out of memory")
-        .expect("static regex")
+    static_regex(
+        r"(?i)(?:could not be loaded|failed to load(?: the)? model|error (?:while )?loading (?:the )?model|unable to load(?: the)? model)[^:]{0,80}:.{0,40}out of memory",
+    )
 });
 static CPU_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<req>\d+) bytes")
-        .expect("static regex")
+    static_regex(
+        r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate (?P<req>\d+) bytes",
+    )
 });
 /// A user *setting* the allocator configuration: `export PYTORCH_CUDA_ALLOC_CONF=...`,
 /// `PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" python ...`, `os.environ[...] = "..."`,
 /// an env dump `PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True`.
 static ALLOC_CONF: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF['"]?\s*\]?\s*(?:=|:|\bis\b)\s*['"]?(?P<v>[A-Za-z_]+:[^\s'"]+)"#).expect("static regex")
+    static_regex(
+        r#"PYTORCH_(?:CUDA_|HIP_)?ALLOC_CONF['"]?\s*\]?\s*(?:=|:|\bis\b)\s*['"]?(?P<v>[A-Za-z_]+:[^\s'"]+)"#,
+    )
 });
 static TORCH_VERSION: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)(?:PyTorch version|torch version|torch==|\btorch:\s|torch\.__version__\s*[=:]?)\s*:?\s*'?v?(?P<v>\d+\.\d+(?:\.\d+)?)").expect("static regex")
+    static_regex(
+        r"(?i)(?:PyTorch version|torch version|torch==|\btorch:\s|torch\.__version__\s*[=:]?)\s*:?\s*'?v?(?P<v>\d+\.\d+(?:\.\d+)?)",
+    )
 });
 static MEMORY_FRACTION: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"set_per_process_memory_fraction\(\s*(?P<f>0?\.\d+|1(?:\.0+)?)",
-    )
-    .expect("static regex")
+    static_regex(r"set_per_process_memory_fraction\(\s*(?P<f>0?\.\d+|1(?:\.0+)?)")
 });
 
 /// The PyTorch recogniser.
@@ -859,10 +850,7 @@ fn self_in_process_list(
 /// and the user fraction (its value wrapped onto the next line). Pasted reports often put it
 /// all on one line, so the fields are read from the joined text.
 static ASYNC_FIELDS: LazyLock<[(Regex, &'static str); 5]> = LazyLock::new(|| {
-    let f = |label: &str| {
-        crate::ingest::log::pattern::regex(&format!(r"{label}\s*:\s*(?P<v>{SIZE})"))
-            .expect("static regex")
-    };
+    let f = |label: &str| static_regex(&format!(r"{label}\s*:\s*(?P<v>{SIZE})"));
     [
         (f("Currently allocated"), "oom.allocated_bytes"),
         (f("Requested"), "oom.requested_bytes"),
@@ -937,8 +925,9 @@ fn recognize_async(line: &Line<'_>, head: &regex::Captures<'_>, out: &mut Emit) 
 /// IPython's traceback header (`OutOfMemoryError      Traceback (most recent call last)`),
 /// which a notebook paste keeps when the message at the bottom is cut.
 static BARE_CLASS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?:[-*\s]*(?:\*\*)?Exception Type:(?:\*\*)?\s*)?(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*(?::|$|(?P<ipython>Traceback \(most recent call last\)))|^(?:!!! Exception during processing !!!\s*)?Allocation on device\s*\d*\s*$")
-        .expect("static regex")
+    static_regex(
+        r"^(?:[-*\s]*(?:\*\*)?Exception Type:(?:\*\*)?\s*)?(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)\s*(?::|$|(?P<ipython>Traceback \(most recent call last\)))|^(?:!!! Exception during processing !!!\s*)?Allocation on device\s*\d*\s*$",
+    )
 });
 
 /// Reads a line where the user sets PYTORCH_CUDA_ALLOC_CONF, ignoring PyTorch's own hint.

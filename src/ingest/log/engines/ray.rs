@@ -16,39 +16,31 @@ use regex::Regex;
 
 use super::local::{size_bin, span, walk_forward};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::ingest::log::pattern::static_regex;
 
 static NODE_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Memory on the node \(IP: (?P<ip>[^,)]+)(?:, ID: \w+)?\) where the (?:task|actor)(?: \((?P<inner>[^)]*)\))? was running was (?P<used>\d+(?:\.\d+)?)GB / (?P<total>\d+(?:\.\d+)?)GB \((?P<frac>\d+(?:\.\d+)?)\), which exceeds the memory usage threshold of (?P<thr>\d+(?:\.\d+)?)")
-        .expect("static regex")
+    static_regex(
+        r"Memory on the node \(IP: (?P<ip>[^,)]+)(?:, ID: \w+)?\) where the (?:task|actor)(?: \((?P<inner>[^)]*)\))? was running was (?P<used>\d+(?:\.\d+)?)GB / (?P<total>\d+(?:\.\d+)?)GB \((?P<frac>\d+(?:\.\d+)?)\), which exceeds the memory usage threshold of (?P<thr>\d+(?:\.\d+)?)",
+    )
 });
-static INNER_NAME: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"name=(?P<n>[^,]+)").expect("static regex")
-});
-static INNER_PID: LazyLock<Regex> =
-    LazyLock::new(|| crate::ingest::log::pattern::regex(r"pid=(?P<n>\d+)").expect("static regex"));
-static INNER_USED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"memory used=(?P<n>\d+(?:\.\d+)?)GB").expect("static regex")
-});
+static INNER_NAME: LazyLock<Regex> = LazyLock::new(|| static_regex(r"name=(?P<n>[^,]+)"));
+static INNER_PID: LazyLock<Regex> = LazyLock::new(|| static_regex(r"pid=(?P<n>\d+)"));
+static INNER_USED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"memory used=(?P<n>\d+(?:\.\d+)?)GB"));
 static WORKERS_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"(?:(?P<n>\d+) Workers \(tasks /\s*)?(?:actors\) )?killed due to memory pressure \(OOM\)",
     )
-    .expect("static regex")
 });
 static THRESHOLD_ENV: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"RAY_memory_usage_threshold(?:_fraction)?\s*[=:]\s*['\x22]?(?P<v>0?\.\d+|1(?:\.0+)?)",
     )
-    .expect("static regex")
 });
-static TOP_ROW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^\s*(?P<pid>\d+)\s+(?P<gb>\d+(?:\.\d+)?)\s+(?P<cmd>\S.*)$")
-        .expect("static regex")
-});
-static SHM_WARNING: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"/dev/shm has only (?P<n>\d+) bytes available")
-        .expect("static regex")
-});
+static TOP_ROW: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^\s*(?P<pid>\d+)\s+(?P<gb>\d+(?:\.\d+)?)\s+(?P<cmd>\S.*)$"));
+static SHM_WARNING: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"/dev/shm has only (?P<n>\d+) bytes available"));
 
 /// The Ray recogniser.
 pub struct Ray;

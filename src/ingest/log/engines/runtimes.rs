@@ -55,106 +55,92 @@ use regex::Regex;
 use super::local::{size_bin, span, walk_forward};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id, join_whole};
 use crate::facts::units::parse_number;
+use crate::ingest::log::pattern::static_regex;
 
 /// CTranslate2's `THROW_RUNTIME_ERROR("CUDA failed with error " + cudaGetErrorString(...))`.
-static CT2_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"CUDA failed with error out of memory")
-        .expect("static regex")
-});
+static CT2_OOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"CUDA failed with error out of memory"));
 /// `compute_type="int8_float16"`, `compute_type='float16'`, `--compute_type int8`,
 /// `compute_type: float32`.
 static CT2_COMPUTE_TYPE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"compute[_-]type['"]?\s*(?:=|:|\s)\s*['"]?(?P<t>int8_float16|int8_bfloat16|int8_float32|int8|int16|float16|bfloat16|float32|default|auto)\b"#)
-        .expect("static regex")
+    static_regex(
+        r#"compute[_-]type['"]?\s*(?:=|:|\s)\s*['"]?(?P<t>int8_float16|int8_bfloat16|int8_float32|int8|int16|float16|bfloat16|float32|default|auto)\b"#,
+    )
 });
 /// The beam width: `beam_size=10` in code, `--beam_size 10` on faster-whisper's command
 /// lines, and whisper-standalone's short `-bs=10` (read only on a line that runs it).
 static CT2_BEAM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"(?:\bbeam_size\s*=\s*|--beam[_-]size[=\s]\s*|(?:^|\s)-bs[=\s]\s*)(?P<n>\d{1,3})\b",
     )
-    .expect("static regex")
 });
 static ORT_BUFFER: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Failed to allocate memory for requested buffer of size (?P<req>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"Failed to allocate memory for requested buffer of size (?P<req>\d+)")
 });
 static ORT_ARENA_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"Available memory of (?P<avail>\d+) is smaller than requested bytes of (?P<req>\d+)",
     )
-    .expect("static regex")
 });
 /// ONNX Runtime's CUDA_CALL errors: `CUDA failure 2: out of memory ; GPU=0 ; hostname=...`
 /// (before 1.16), `CUDA error cudaErrorMemoryAllocation:out of memory` (1.16 on).
 static ORT_CUDA: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"CUDA failure 2: out of memory(?:\s*;\s*GPU=(?P<dev>\d+))?|CUDA error cudaErrorMemoryAllocation:\s*out of memory")
-        .expect("static regex")
+    static_regex(
+        r"CUDA failure 2: out of memory(?:\s*;\s*GPU=(?P<dev>\d+))?|CUDA error cudaErrorMemoryAllocation:\s*out of memory",
+    )
 });
-static ORT_MEM_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"gpu_mem_limit['"]?\s*[:=]\s*(?P<v>\d+(?:\s*\*\s*\d+)*)"#)
-        .expect("static regex")
-});
+static ORT_MEM_LIMIT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#"gpu_mem_limit['"]?\s*[:=]\s*(?P<v>\d+(?:\s*\*\s*\d+)*)"#));
 static ORT_EXTEND: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"arena_extend_strategy['"]?\s*[:=]\s*['"]?(?P<v>kNextPowerOfTwo|kSameAsRequested|[01])\b"#)
-        .expect("static regex")
+    static_regex(
+        r#"arena_extend_strategy['"]?\s*[:=]\s*['"]?(?P<v>kNextPowerOfTwo|kSameAsRequested|[01])\b"#,
+    )
 });
-static TURBOMIND_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\[TM\]\[ERROR\]\s*CUDA runtime error: out of memory")
-        .expect("static regex")
-});
+static TURBOMIND_OOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\[TM\]\[ERROR\]\s*CUDA runtime error: out of memory"));
 /// `TurbomindEngineConfig(cache_max_entry_count=0.2)`, `--cache-max-entry-count 0.5`.
 static LMDEPLOY_KV_SHARE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"cache[_-]max[_-]entry[_-]count['\x22]?\s*(?:=|:|\s)\s*(?P<v>0?\.\d+|1(?:\.0+)?)\b",
     )
-    .expect("static regex")
 });
 static TRT_ERROR: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Error Code \d+: (?:Cuda Runtime \(out of memory\)|OutOfMemory)(?: \((?:Requested size was (?P<req>\d+) bytes\.?|[^)]*)\))?")
-        .expect("static regex")
+    static_regex(
+        r"Error Code \d+: (?:Cuda Runtime \(out of memory\)|OutOfMemory)(?: \((?:Requested size was (?P<req>\d+) bytes\.?|[^)]*)\))?",
+    )
 });
 static TRT_REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Requested amount of GPU memory \((?P<req>\d+) bytes\) could not be allocated",
-    )
-    .expect("static regex")
+    static_regex(r"Requested amount of GPU memory \((?P<req>\d+) bytes\) could not be allocated")
 });
-static EXL2_NO_ROOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|Error: )Insufficient VRAM for model and cache")
-        .expect("static regex")
-});
+static EXL2_NO_ROOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:^|Error: )Insufficient VRAM for model and cache"));
 /// Paddle 2.x (`..., 14.75GB memory has been allocated and available memory is only 27.75MB.`)
 /// and 1.x (`..., available memory is only 171.5MB.`, no allocated figure).
 static PADDLE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Out of memory error on GPU (?P<dev>\d+)\. Cannot allocate (?P<req>\d+(?:\.\d+)?)\s*(?P<ru>[KMGT]?B) memory on GPU \d+,(?:\s*(?P<alloc>\d+(?:\.\d+)?)\s*(?P<au>[KMGT]?B) memory has been allocated and)? available memory is only (?P<free>\d+(?:\.\d+)?)\s*(?P<fu>[KMGT]?B)")
-        .expect("static regex")
+    static_regex(
+        r"Out of memory error on GPU (?P<dev>\d+)\. Cannot allocate (?P<req>\d+(?:\.\d+)?)\s*(?P<ru>[KMGT]?B) memory on GPU \d+,(?:\s*(?P<alloc>\d+(?:\.\d+)?)\s*(?P<au>[KMGT]?B) memory has been allocated and)? available memory is only (?P<free>\d+(?:\.\d+)?)\s*(?P<fu>[KMGT]?B)",
+    )
 });
 static CUPY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Out of memory allocating (?P<req>[\d,]+) bytes \(allocated so far: (?P<alloc>[\d,]+) bytes\)")
-        .expect("static regex")
-});
-static CUDA_RT_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"cudaErrorMemoryAllocation:? ?out of memory")
-        .expect("static regex")
-});
-static RMM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:std::bad_alloc: )?(?:out_of_memory|rmm::out_of_memory)\b.*\brmm\b|\brmm\b.*cudaErrorMemoryAllocation")
-        .expect("static regex")
-});
-static NUMBA: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Call to cuMem\w*Alloc\w* results in CUDA_ERROR_OUT_OF_MEMORY",
+    static_regex(
+        r"Out of memory allocating (?P<req>[\d,]+) bytes \(allocated so far: (?P<alloc>[\d,]+) bytes\)",
     )
-    .expect("static regex")
 });
+static CUDA_RT_ALLOC: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"cudaErrorMemoryAllocation:? ?out of memory"));
+static RMM: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"(?:std::bad_alloc: )?(?:out_of_memory|rmm::out_of_memory)\b.*\brmm\b|\brmm\b.*cudaErrorMemoryAllocation",
+    )
+});
+static NUMBA: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Call to cuMem\w*Alloc\w* results in CUDA_ERROR_OUT_OF_MEMORY"));
 /// TVM's runtime, under MLC-LLM (`mlc_chat_cli`, `mlc_llm chat`/`serve`, WebLLM's native
 /// builds): a failed device allocation is a `Check failed` naming the backend's error.
 static TVM_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Check failed: \(?(?:__)?e == (?:VK_SUCCESS|cudaSuccess)[^:]*\)? is false: (?:Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY|CUDA: out of memory)")
-        .expect("static regex")
+    static_regex(
+        r"Check failed: \(?(?:__)?e == (?:VK_SUCCESS|cudaSuccess)[^:]*\)? is false: (?:Vulkan Error, code=-2: VK_ERROR_OUT_OF_DEVICE_MEMORY|CUDA: out of memory)",
+    )
 });
 /// A CUDA allocation that a C++ framework reports in its own words: MXNet's storage
 /// manager (`pooled_storage_manager.h:84: cudaMalloc failed: out of memory`), Caffe's
@@ -163,31 +149,34 @@ static TVM_OOM: LazyLock<Regex> = LazyLock::new(|| {
 /// darknet's `CUDA Error: out of memory`. llama.cpp's `cudaMalloc failed` lines name ggml or
 /// the buffer they allocate and are its recogniser's.
 static CUDA_ALLOC_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"cudaMalloc\w*(?:\([^)]*\))? failed: out of memory|Check failed: error == cudaSuccess \(2 vs\. 0\)\s+out of memory|calling cudaMalloc.*reason: out of memory|^CUDA Error: out of memory")
-        .expect("static regex")
+    static_regex(
+        r"cudaMalloc\w*(?:\([^)]*\))? failed: out of memory|Check failed: error == cudaSuccess \(2 vs\. 0\)\s+out of memory|calling cudaMalloc.*reason: out of memory|^CUDA Error: out of memory",
+    )
 });
 /// MLX's allocator refused a buffer (see the module doc for its three wordings).
 static MLX_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"\[(?:malloc_or_wait|metal::malloc|malloc)\] Unable to allocate (?P<req>\d+) bytes",
     )
-    .expect("static regex")
 });
 /// One array larger than Metal's largest buffer, read whole across a hard wrap.
 static MLX_BUFFER_CAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\[metal::malloc\] Attempting to\s+allocate\s+(?P<req>\d+)\s+bytes\s+which\s+is\s+greater\s+than\s+the\s+maximum\s+allowed\s+buffer\s+size\s+of\s+(?P<cap>\d+)\s+bytes")
-        .expect("static regex")
+    static_regex(
+        r"\[metal::malloc\] Attempting to\s+allocate\s+(?P<req>\d+)\s+bytes\s+which\s+is\s+greater\s+than\s+the\s+maximum\s+allowed\s+buffer\s+size\s+of\s+(?P<cap>\d+)\s+bytes",
+    )
 });
 /// The MLX tool a command line runs: MLX-LM's `mlx_lm.lora` / `python -m mlx_lm lora` (and
 /// mlx-examples' `lora.py --train`), `mlx_lm.server`, `mlx_lm.generate` / `mlx_lm.chat` /
 /// `mlx_vlm.generate`.
 static MLX_TOOL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\bmlx_(?:lm|vlm)(?:\.|\s+)(?P<tool>lora|fuse|server|generate|chat)\b|\blora\.py\b.*--train\b")
-        .expect("static regex")
+    static_regex(
+        r"\bmlx_(?:lm|vlm)(?:\.|\s+)(?P<tool>lora|fuse|server|generate|chat)\b|\blora\.py\b.*--train\b",
+    )
 });
 static MXNET: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory")
-        .expect("static regex")
+    static_regex(
+        r"cudaMalloc retry failed: out of memory|Check failed: e == cudaSuccess.*CUDA: out of memory|MXNetError:.*out of memory",
+    )
 });
 
 /// The runtimes recogniser.

@@ -17,16 +17,16 @@ use regex::Regex;
 
 use super::{Emit, Line};
 use crate::facts::units::{SiBase, parse_number, size_from_parts};
+use crate::ingest::log::pattern::static_regex;
 
 /// Compiles one of the serving recognisers' static patterns, with `{N}` standing for a
 /// number that may be negative (`avail mem=-0.25 GB`) and `{U}` for one that may not.
 pub(crate) fn re(pattern: &str) -> Regex {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         &pattern
             .replace("{N}", r"-?\d+(?:\.\d+)?")
             .replace("{U}", r"\d+(?:\.\d+)?"),
     )
-    .expect("static regex")
 }
 
 /// How a configuration value is read.
@@ -60,24 +60,22 @@ pub(crate) const fn key(names: &'static [&'static str], fact: &'static str, kind
 
 /// `key=value`, `'key': value`, `key: Some(value)`.
 static KEY_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"(?:^|[\s,({\[])['"]?(?P<k>[A-Za-z_][A-Za-z0-9_.-]*)['"]?\s*[:=]\s*(?P<v>'[^']*'|"[^"]*"|Some\([^)]*\)|[^,\s)}\]]+)"#)
-        .expect("static regex")
+    static_regex(
+        r#"(?:^|[\s,({\[])['"]?(?P<k>[A-Za-z_][A-Za-z0-9_.-]*)['"]?\s*[:=]\s*(?P<v>'[^']*'|"[^"]*"|Some\([^)]*\)|[^,\s)}\]]+)"#,
+    )
 });
 /// `--flag value`, `--flag=value`, `'--flag', 'value'`, a bare `--flag`.
 static FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"(?:^|[\s'"\[,(])--(?P<k>[A-Za-z][A-Za-z0-9_-]*)(?:(?:\s*=\s*|['"]?\s*,?\s+['"]?)(?P<v>(?:-\d|[^-\s'",\]\\)])[^\s'",\]\\)]*))?"#)
-        .expect("static regex")
+    static_regex(
+        r#"(?:^|[\s'"\[,(])--(?P<k>[A-Za-z][A-Za-z0-9_-]*)(?:(?:\s*=\s*|['"]?\s*,?\s+['"]?)(?P<v>(?:-\d|[^-\s'",\]\\)])[^\s'",\]\\)]*))?"#,
+    )
 });
 /// `-tp 2`, `-pp 2` (vLLM's short forms).
-static SHORT_FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:^|\s)-(?P<k>tp|pp|dp)(?:\s+|=)(?P<v>\d+)")
-        .expect("static regex")
-});
+static SHORT_FLAG: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"(?:^|\s)-(?P<k>tp|pp|dp)(?:\s+|=)(?P<v>\d+)"));
 /// `32k`, `1.5M`: vLLM's human-readable integers (lower case decimal, upper case binary).
-static HUMAN_INT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?P<n>\d+(?:\.\d+)?)(?P<s>[kKmMgG])$")
-        .expect("static regex")
-});
+static HUMAN_INT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^(?P<n>\d+(?:\.\d+)?)(?P<s>[kKmMgG])$"));
 
 /// Normalises a key: lower case, `-` and `.` to `_`, camelCase split (`maxSequenceLen` →
 /// `max_sequence_len`).
@@ -386,10 +384,8 @@ pub(crate) fn is_argument_item(text: &str) -> bool {
 const START_WINDOW: usize = 80;
 
 /// An exception being raised: `ValueError: ...`, `torch.OutOfMemoryError: ...`.
-static RAISED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^[\w.]*(?:Error|Exception)(?:\([^)]*\))?:")
-        .expect("static regex")
-});
+static RAISED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^[\w.]*(?:Error|Exception)(?:\([^)]*\))?:"));
 
 /// Whether a line ends a run: a traceback, a raised exception, an exit or a kill. Prose that
 /// merely mentions an error (`Error while fetching HF_TOKEN`) does not.

@@ -14,55 +14,38 @@ use regex::Regex;
 
 use super::local::{size_bin, slurm_size, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::ingest::log::pattern::static_regex;
 
 static OOM_EVENT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Detected (?P<n>\d+) oom[-_]kill events? ?(?:\(s\))? in (?:StepId=|step )(?P<step>\w+(?:\.\w+)?)")
-        .expect("static regex")
+    static_regex(
+        r"Detected (?P<n>\d+) oom[-_]kill events? ?(?:\(s\))? in (?:StepId=|step )(?P<step>\w+(?:\.\w+)?)",
+    )
 });
 static SRUN_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"srun: error: (?P<node>[\w.-]+): tasks? (?P<tasks>[\d,-]+): Out Of Memory",
-    )
-    .expect("static regex")
+    static_regex(r"srun: error: (?P<node>[\w.-]+): tasks? (?P<tasks>[\d,-]+): Out Of Memory")
 });
 static EXCEEDED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"(?:Job|Step) (?P<id>[\w.]+) exceeded (?:job )?memory limit \((?P<u>\d+) > (?P<l>\d+)\)",
     )
-    .expect("static regex")
 });
-static EXCEEDED_BARE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Exceeded (?:job|step) memory limit").expect("static regex")
-});
-static STATE_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\bOUT_OF_MEMORY\b|State: OUT_OF_MEMORY")
-        .expect("static regex")
-});
-static SEFF_USED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Memory Utilized: (?P<n>\d+(?:\.\d+)?) (?P<u>[KMGT]B)")
-        .expect("static regex")
-});
+static EXCEEDED_BARE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Exceeded (?:job|step) memory limit"));
+static STATE_OOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\bOUT_OF_MEMORY\b|State: OUT_OF_MEMORY"));
+static SEFF_USED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Memory Utilized: (?P<n>\d+(?:\.\d+)?) (?P<u>[KMGT]B)"));
 static SEFF_EFF: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Memory Efficiency: [\d.]+% of (?P<n>\d+(?:\.\d+)?) (?P<u>[KMGT]B)",
-    )
-    .expect("static regex")
+    static_regex(r"Memory Efficiency: [\d.]+% of (?P<n>\d+(?:\.\d+)?) (?P<u>[KMGT]B)")
 });
 static MEM_FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"--(?P<k>mem|mem-per-gpu|mem-per-cpu)[= ](?P<v>\d+(?:\.\d+)?[KMGTkmgt]?[Bb]?)\b",
-    )
-    .expect("static regex")
+    static_regex(r"--(?P<k>mem|mem-per-gpu|mem-per-cpu)[= ](?P<v>\d+(?:\.\d+)?[KMGTkmgt]?[Bb]?)\b")
 });
 static GPUS_FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"--(?:gres[= ]gpu(?::[\w-]+)?:|gpus-per-node[= ]|gpus[= ])(?P<n>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"--(?:gres[= ]gpu(?::[\w-]+)?:|gpus-per-node[= ]|gpus[= ])(?P<n>\d+)")
 });
-static CPUS_FLAG: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"--cpus-per-task[= ](?P<n>\d+)").expect("static regex")
-});
+static CPUS_FLAG: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"--cpus-per-task[= ](?P<n>\d+)"));
 
 /// The Slurm recogniser.
 pub struct Slurm;

@@ -25,19 +25,18 @@ use regex::Regex;
 use super::local::walk_forward;
 use super::{Emit, Line, Recognizer, id};
 use crate::ingest::log::clean::clean_line;
+use crate::ingest::log::pattern::static_regex;
 
 /// `--query-gpu=name,memory.used,memory.total` (also `--query-gpu name,...`).
-static QUERY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"nvidia-smi\b.*--query-gpu[=\s]\s*(?P<fields>[\w.,]+)")
-        .expect("static regex")
-});
+static QUERY: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"nvidia-smi\b.*--query-gpu[=\s]\s*(?P<fields>[\w.,]+)"));
 /// A value of the CSV output: `3578 MiB`, `8188 MiB`, or bare with `nounits`.
-static MIB_VALUE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$").expect("static regex")
-});
+static MIB_VALUE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$"));
 static ROW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$")
-        .expect("static regex")
+    static_regex(
+        r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$",
+    )
 });
 
 /// Reads the table under a `Processes:` header.

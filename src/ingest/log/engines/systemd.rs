@@ -16,26 +16,29 @@ use regex::Regex;
 use super::local::{container_of_cgroup, span, victim_engine_nearby};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::engine;
+use crate::ingest::log::pattern::static_regex;
 
 static OOMD_SWAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory used \((?P<used>\d+)\) / total \((?P<total>\d+)\) and swap used \((?P<su>\d+)\) / total \((?P<st>\d+)\) being more than (?P<pct>\d+(?:\.\d+)?)%")
-        .expect("static regex")
+    static_regex(
+        r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory used \((?P<used>\d+)\) / total \((?P<total>\d+)\) and swap used \((?P<su>\d+)\) / total \((?P<st>\d+)\) being more than (?P<pct>\d+(?:\.\d+)?)%",
+    )
 });
 static OOMD_PRESSURE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory pressure for (?P<mon>\S+) being (?P<p>\d+(?:\.\d+)?)% > (?P<lim>\d+(?:\.\d+)?)% for > (?P<dur>\S+)")
-        .expect("static regex")
+    static_regex(
+        r"(?:Killed|Marked) (?P<cg>\S+)(?: for killing)? due to memory pressure for (?P<mon>\S+) being (?P<p>\d+(?:\.\d+)?)% > (?P<lim>\d+(?:\.\d+)?)% for > (?P<dur>\S+)",
+    )
 });
 static UNIT_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<unit>[\w@.:\\-]+\.(?:service|scope|slice)): (?:A process of this unit has been killed by the OOM killer|Failed with result 'oom-kill'|systemd-oomd killed (?P<n>\d+) process\(es\) in this unit)")
-        .expect("static regex")
+    static_regex(
+        r"(?P<unit>[\w@.:\\-]+\.(?:service|scope|slice)): (?:A process of this unit has been killed by the OOM killer|Failed with result 'oom-kill'|systemd-oomd killed (?P<n>\d+) process\(es\) in this unit)",
+    )
 });
-static ACTIVE_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Active: failed \(Result: oom-kill\)")
-        .expect("static regex")
-});
+static ACTIVE_OOM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Active: failed \(Result: oom-kill\)"));
 static MAIN_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<unit>[\w@.:\\-]+\.(?:service|scope)): Main process exited, code=killed, status=9/KILL")
-        .expect("static regex")
+    static_regex(
+        r"(?P<unit>[\w@.:\\-]+\.(?:service|scope)): Main process exited, code=killed, status=9/KILL",
+    )
 });
 
 /// The systemd / systemd-oomd recogniser.

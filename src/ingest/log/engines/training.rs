@@ -10,108 +10,96 @@ use regex::Regex;
 
 use super::{Emit, Line, PhaseMark, Recognizer, id};
 use crate::facts::units::parse_number;
+use crate::ingest::log::pattern::static_regex;
 
 /// `key=value`, `key: value`, `--key value`, `"key": value` for the configuration keys that
 /// matter for memory. Several may sit on one line (argparse `Namespace(...)`, HF
 /// `TrainingArguments(...)` dumps, DeepSpeed JSON).
 static CONFIG_KV: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r#"(?x)
         (?:^|[\s,({"'-])
         (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|grad_ckpt|mixed_precision|model_name_or_path|world_size|num_processes|nproc_per_node|optim)
         ["']?\s*(?:=|:|\s)\s*["']?
         (?P<val>[\w./-]+)"#,
     )
-    .expect("static regex")
 });
-static HF_BATCH: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Instantaneous batch size per device = (?P<n>\d+)")
-        .expect("static regex")
-});
+static HF_BATCH: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Instantaneous batch size per device = (?P<n>\d+)"));
 static HF_TOTAL_BATCH: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"Total train batch size \(w\. parallel, distributed & accumulation\) = (?P<n>\d+)",
     )
-    .expect("static regex")
 });
-static HF_ACCUM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Gradient Accumulation steps = (?P<n>\d+)")
-        .expect("static regex")
-});
+static HF_ACCUM: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Gradient Accumulation steps = (?P<n>\d+)"));
 /// The weights' dtype as the user's pasted loading code sets it: Hugging Face's and
 /// diffusers' `from_pretrained(..., torch_dtype=torch.bfloat16)` (newer: `dtype=` inside the
 /// call), `load_in_4bit=True` / `load_in_8bit=True` (also inside `BitsAndBytesConfig`). A
 /// fix that says "load in bfloat16" must not be offered to code that already does.
 static LOAD_DTYPE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\btorch_dtype\s*=\s*(?:torch\.)?(?P<d>bfloat16|float16|half|float32|float)\b|from_pretrained\(.*\bdtype\s*=\s*torch\.(?P<d2>bfloat16|float16|half|float32|float)\b|\bload_in_(?P<bits>4|8)bit\s*=\s*True\b")
-        .expect("static regex")
+    static_regex(
+        r"\btorch_dtype\s*=\s*(?:torch\.)?(?P<d>bfloat16|float16|half|float32|float)\b|from_pretrained\(.*\bdtype\s*=\s*torch\.(?P<d2>bfloat16|float16|half|float32|float)\b|\bload_in_(?P<bits>4|8)bit\s*=\s*True\b",
+    )
 });
 static PEFT_PARAMS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"trainable params: (?P<t>[\d,]+) \|\| all params: (?P<a>[\d,]+)",
-    )
-    .expect("static regex")
+    static_regex(r"trainable params: (?P<t>[\d,]+) \|\| all params: (?P<a>[\d,]+)")
 });
 /// A model's size as scripts and summaries print it: `number of parameters: 123.69M`
 /// (nanoGPT), `model parameters: 100.8M`, `Total params: 6,738,415,616` (torchinfo, Keras),
 /// `num_params = 7241732096`.
 static PARAM_COUNT_KEYED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)(?P<pre>non-trainable[ _]|trainable[ _])?\b(?:total[ _]|all[ _]|number[ _]of[ _]|num[ _]|n[ _]|model[ _])?param(?:eter)?s?(?:[ _]count)?\s*[:=]\s*(?P<n>\d[\d,]*(?:\.\d+)?)\s*(?P<u>[KMBT]\b)?")
-        .expect("static regex")
+    static_regex(
+        r"(?i)(?P<pre>non-trainable[ _]|trainable[ _])?\b(?:total[ _]|all[ _]|number[ _]of[ _]|num[ _]|n[ _]|model[ _])?param(?:eter)?s?(?:[ _]count)?\s*[:=]\s*(?P<n>\d[\d,]*(?:\.\d+)?)\s*(?P<u>[KMBT]\b)?",
+    )
 });
 /// The same with the number first: `Model has 7.24B parameters`, `124.4M params`, Lightning's
 /// summary `6.7 B     Total params`.
 static PARAM_COUNT_SUFFIXED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)\b(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMBT])\s+(?P<pre>non-trainable |trainable )?(?:total )?param(?:eter)?s\b")
-        .expect("static regex")
+    static_regex(
+        r"(?i)\b(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMBT])\s+(?P<pre>non-trainable |trainable )?(?:total )?param(?:eter)?s\b",
+    )
 });
-static ACCELERATE_PROCS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Num processes: (?P<n>\d+)").expect("static regex")
-});
+static ACCELERATE_PROCS: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Num processes: (?P<n>\d+)"));
 /// Lightning's banner: `Using bfloat16 Automatic Mixed Precision (AMP)`, `Using 16bit
 /// Automatic Mixed Precision (AMP)`.
 static LIGHTNING_AMP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Using (?P<p>bfloat16|16bit|16-bit|float16) Automatic Mixed Precision",
-    )
-    .expect("static regex")
+    static_regex(r"Using (?P<p>bfloat16|16bit|16-bit|float16) Automatic Mixed Precision")
 });
 static MIXED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:^|[\s,(])(?:(?P<k>bf16|fp16)\s*=\s*True|--(?P<f>bf16|fp16)(?:\s|$|\s+True))",
-    )
-    .expect("static regex")
+    static_regex(r"(?:^|[\s,(])(?:(?P<k>bf16|fp16)\s*=\s*True|--(?P<f>bf16|fp16)(?:\s|$|\s+True))")
 });
 
 /// A device-memory figure in a progress line: `mem 10.51 GiB`, `gpu_mem=12.3G`,
 /// `memory_allocated: 10234 MB`, `max_memory_allocated=...`.
 static MEMORY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b").expect("static regex")
+    static_regex(
+        r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
+    )
 });
 /// DeepSpeed's `see_memory_usage`: `MA 10.5 GB  Max_MA 12.1 GB  CA 14.0 GB  Max_CA 15 GB`.
-static DEEPSPEED_MA: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\bMA (?P<n>\d+(?:\.\d+)?) GB\s+Max_MA")
-        .expect("static regex")
-});
+static DEEPSPEED_MA: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\bMA (?P<n>\d+(?:\.\d+)?) GB\s+Max_MA"));
 /// Megatron-LM's `report_memory` (also NeMo, GPT-NeoX and scripts that copied it), a
 /// per-iteration report with the unit up front: `memory (MB) | allocated: 1357.46 | max
 /// allocated: 2036.19 | reserved: 2158.0 | max reserved: 2158.0`.
 static MEMORY_REPORT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?i)\bmemory \((?P<u>MB|MiB|GB|GiB)\)\s*\|\s*allocated:\s*(?P<n>\d+(?:\.\d+)?)",
-    )
-    .expect("static regex")
+    static_regex(r"(?i)\bmemory \((?P<u>MB|MiB|GB|GiB)\)\s*\|\s*allocated:\s*(?P<n>\d+(?:\.\d+)?)")
 });
 /// A progress indicator, so a memory figure is a per-step sample and not an accounting line.
 static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)\b(?:step|iter(?:ation)?|it|epoch|batch)\b\s*[=:#\[]?\s*\d+|\|\s*\d+/\d+\s*\[|memory_allocated").expect("static regex")
+    static_regex(
+        r"(?i)\b(?:step|iter(?:ation)?|it|epoch|batch)\b\s*[=:#\[]?\s*\d+|\|\s*\d+/\d+\s*\[|memory_allocated",
+    )
 });
 
 /// A program saying a model's load failed: A1111's `Failed to load checkpoint, restoring
 /// previous`, `Exception: Failed to load SDXL model`, `Could not load model ...`.
 static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?i)\b(?:failed to load|could not load|unable to load|error loading)\s+(?:the\s+)?(?:[\w./-]+\s+){0,2}?(?:model|checkpoint|weights|pipeline)s?\b")
-        .expect("static regex")
+    static_regex(
+        r"(?i)\b(?:failed to load|could not load|unable to load|error loading)\s+(?:the\s+)?(?:[\w./-]+\s+){0,2}?(?:model|checkpoint|weights|pipeline)s?\b",
+    )
 });
 
 /// The training/inference-loop recogniser.

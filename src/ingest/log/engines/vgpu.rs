@@ -16,24 +16,17 @@ use regex::Regex;
 
 use super::local::span;
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
+use crate::ingest::log::pattern::static_regex;
 
 static HAMI_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"\[HAMI-core ERROR[^\]]*\]: Device (?P<dev>\d+) OOM (?P<need>\d+) / (?P<limit>\d+)",
     )
-    .expect("static regex")
 });
-static HAMI_ALLOC_FAILED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"\[HAMI-core ERROR[^\]]*\]: cuMemoryAllocate failed res=2\b",
-    )
-    .expect("static regex")
-});
+static HAMI_ALLOC_FAILED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\[HAMI-core ERROR[^\]]*\]: cuMemoryAllocate failed res=2\b"));
 static HAMI_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"\[HAMI-core [^\]]*\]: orig free=\d+ total=(?P<total>\d+) limit=(?P<limit>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"\[HAMI-core [^\]]*\]: orig free=\d+ total=(?P<total>\d+) limit=(?P<limit>\d+)")
 });
 
 /// No container holds more than this; a larger figure is HAMi-core's own accounting

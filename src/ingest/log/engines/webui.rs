@@ -17,29 +17,28 @@ use regex::Regex;
 use super::local::span;
 use super::{Emit, Line, PhaseMark, Recognizer, id};
 use crate::facts::units::{mib_to_bytes, parse_number};
+use crate::ingest::log::pattern::static_regex;
 
 static LAUNCH_ARGS: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Launching Web UI with arguments:\s*(?P<a>.*?)\s*$|(?:^|\s)(?:set |export )?COMMANDLINE_ARGS\s*=\s*['\x22]?(?P<b>[^'\x22]*)")
-        .expect("static regex")
+    static_regex(
+        r"Launching Web UI with arguments:\s*(?P<a>.*?)\s*$|(?:^|\s)(?:set |export )?COMMANDLINE_ARGS\s*=\s*['\x22]?(?P<b>[^'\x22]*)",
+    )
 });
 static STATUS_OLD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Torch active/reserved: \d+/\d+ MiB, Sys VRAM: (?P<used>\d+)/(?P<total>\d+) MiB",
-    )
-    .expect("static regex")
+    static_regex(r"Torch active/reserved: \d+/\d+ MiB, Sys VRAM: (?P<used>\d+)/(?P<total>\d+) MiB")
 });
 static STATUS_NEW: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\bA: \d+(?:\.\d+)? GB, R: \d+(?:\.\d+)? GB, Sys: (?P<used>\d+(?:\.\d+)?)/(?P<total>\d+(?:\.\d+)?) GB")
-        .expect("static regex")
+    static_regex(
+        r"\bA: \d+(?:\.\d+)? GB, R: \d+(?:\.\d+)? GB, Sys: (?P<used>\d+(?:\.\d+)?)/(?P<total>\d+(?:\.\d+)?) GB",
+    )
 });
 static FORGE_MM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\[Memory Management\] Target: \S+?, Free GPU: (?P<free>-?\d+(?:\.\d+)?) MB, Model Require: (?P<req>\d+(?:\.\d+)?) MB")
-        .expect("static regex")
+    static_regex(
+        r"\[Memory Management\] Target: \S+?, Free GPU: (?P<free>-?\d+(?:\.\d+)?) MB, Model Require: (?P<req>\d+(?:\.\d+)?) MB",
+    )
 });
-static FORGE_SWAP: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"CPU Swap Loaded \([^)]*\): (?P<swap>\d+(?:\.\d+)?) MB")
-        .expect("static regex")
-});
+static FORGE_SWAP: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"CPU Swap Loaded \([^)]*\): (?P<swap>\d+(?:\.\d+)?) MB"));
 
 /// The AUTOMATIC1111 / Forge recogniser.
 pub struct WebUi;

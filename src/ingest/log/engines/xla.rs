@@ -23,12 +23,14 @@ use regex::Regex;
 use super::local::{size_bin, span, walk_back, walk_forward};
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::facts::units::{SiBase, parse_size};
+use crate::ingest::log::pattern::static_regex;
 
 static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
     // TensorFlow before 1.0 printed the shape as its proto (`shapedim { size: 10000 } dim {
     // size: 18 }`).
-    crate::ingest::log::pattern::regex(r"OOM when allocating tensor (?:with|of) shape\s*(?:\[(?P<shape>[\d,\s]*)\]|(?P<dims>dim\s*\{\s*size:\s*\d+\s*\}(?:\s*dim\s*\{\s*size:\s*\d+\s*\})*))(?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)")
-        .expect("static regex")
+    static_regex(
+        r"OOM when allocating tensor (?:with|of) shape\s*(?:\[(?P<shape>[\d,\s]*)\]|(?P<dims>dim\s*\{\s*size:\s*\d+\s*\}(?:\s*dim\s*\{\s*size:\s*\d+\s*\})*))(?: and type (?P<dtype>\w+))?(?: on (?P<dev>\S+?))?(?: by allocator (?P<alloc>\w+))?(?:[\s\n.]|$)",
+    )
 });
 /// The stream executor creating a library handle (`cuda_blas.cc: failed to create cublas
 /// handle: CUBLAS_STATUS_NOT_INITIALIZED`, `cuda_dnn.cc: Could not create cudnn handle:
@@ -38,78 +40,73 @@ static TF_OOM: LazyLock<Regex> = LazyLock::new(|| {
 /// it is as often a device-side assert reported late.
 static LIBRARY_HANDLE: LazyLock<Regex> = LazyLock::new(|| {
     // From the handle's name: a hard wrap may cut the sentence's first words off.
-    crate::ingest::log::pattern::regex(r"(?i)(?:cublas handle: CUBLAS_STATUS_(?:NOT_INITIALIZED|ALLOC_FAILED)|cudnn handle: CUDNN_STATUS_(?:ALLOC_FAILED|INTERNAL_ERROR|NOT_INITIALIZED))")
-        .expect("static regex")
+    static_regex(
+        r"(?i)(?:cublas handle: CUBLAS_STATUS_(?:NOT_INITIALIZED|ALLOC_FAILED)|cudnn handle: CUDNN_STATUS_(?:ALLOC_FAILED|INTERNAL_ERROR|NOT_INITIALIZED))",
+    )
 });
 static CONTEXT_OOM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"failed call to cu(?:DevicePrimaryCtxRetain|CtxCreate)\w*: CUDA_ERROR_OUT_OF_MEMORY",
     )
-    .expect("static regex")
 });
-static DIGITS: LazyLock<Regex> =
-    LazyLock::new(|| crate::ingest::log::pattern::regex(r"\d+").expect("static regex"));
+static DIGITS: LazyLock<Regex> = LazyLock::new(|| static_regex(r"\d+"));
 static XLA_OOM: LazyLock<Regex> = LazyLock::new(|| {
     // TensorFlow's `OP_REQUIRES failed ... : Resource exhausted: Out of memory ...` spells the
     // status the older way.
-    crate::ingest::log::pattern::regex(r"(?:RESOURCE_EXHAUSTED|Resource exhausted):? Out of memory (?:while trying to allocate|allocating) (?P<n>\d+(?:\.\d+)?)\s*(?P<u>bytes|[KMGT]i?B|B)?")
-        .expect("static regex")
+    static_regex(
+        r"(?:RESOURCE_EXHAUSTED|Resource exhausted):? Out of memory (?:while trying to allocate|allocating) (?P<n>\d+(?:\.\d+)?)\s*(?P<u>bytes|[KMGT]i?B|B)?",
+    )
 });
 static XLA_REQUEST: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"RESOURCE_EXHAUSTED: Failed to allocate request for (?P<h>\S+) \((?P<b>\d+)B\) on device ordinal (?P<d>\d+)")
-        .expect("static regex")
+    static_regex(
+        r"RESOURCE_EXHAUSTED: Failed to allocate request for (?P<h>\S+) \((?P<b>\d+)B\) on device ordinal (?P<d>\d+)",
+    )
 });
 static TPU_HBM: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<u>\d+(?:\.\d+)?)(?P<uu>[KMGT])? of (?P<t>\d+(?:\.\d+)?)(?P<tu>[KMGT])? (?:hbm|vmem)")
-        .expect("static regex")
+    static_regex(
+        r"Ran out of memory in memory space (?P<space>\w+)\. Used (?P<u>\d+(?:\.\d+)?)(?P<uu>[KMGT])? of (?P<t>\d+(?:\.\d+)?)(?P<tu>[KMGT])? (?:hbm|vmem)",
+    )
 });
 /// The TPU runtime's refusal to place a buffer: `Attempting to reserve 11.35G at the bottom of
 /// memory. That was not possible. There are 12.18G free, 0B reserved, and 10.52G
 /// reservable.` "Reservable" is the largest run it could still place at the bottom of
 /// memory: free above the request but reservable below it is free memory in pieces.
 static TPU_RESERVE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Attempting to reserve (?P<r>\d+(?:\.\d+)?)(?P<ru>[KMGT])?B? at the bottom of memory\. That was not possible\. There are (?P<f>\d+(?:\.\d+)?)(?P<fu>[KMGT])?B? free, (?:\d+(?:\.\d+)?[KMGT]?B? reserved, and )?(?P<a>\d+(?:\.\d+)?)(?P<au>[KMGT])?B? reservable")
-        .expect("static regex")
+    static_regex(
+        r"Attempting to reserve (?P<r>\d+(?:\.\d+)?)(?P<ru>[KMGT])?B? at the bottom of memory\. That was not possible\. There are (?P<f>\d+(?:\.\d+)?)(?P<fu>[KMGT])?B? free, (?:\d+(?:\.\d+)?[KMGT]?B? reserved, and )?(?P<a>\d+(?:\.\d+)?)(?P<au>[KMGT])?B? reservable",
+    )
 });
 static RESOURCE_EXHAUSTED: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?:XlaRuntimeError|JaxRuntimeError|ResourceExhaustedError|errors_impl\.ResourceExhaustedError)?:?\s*RESOURCE_EXHAUSTED:?\s*(?P<rest>.*)")
-        .expect("static regex")
+    static_regex(
+        r"(?:XlaRuntimeError|JaxRuntimeError|ResourceExhaustedError|errors_impl\.ResourceExhaustedError)?:?\s*RESOURCE_EXHAUSTED:?\s*(?P<rest>.*)",
+    )
 });
 static BFC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Allocator \((?P<name>[^)]+)\) ran out of memory trying to allocate (?P<h>\d+(?:\.\d+)?\s*[KMGT]?i?B)(?: \(rounded to (?P<r>\d+)\))?")
-        .expect("static regex")
+    static_regex(
+        r"Allocator \((?P<name>[^)]+)\) ran out of memory trying to allocate (?P<h>\d+(?:\.\d+)?\s*[KMGT]?i?B)(?: \(rounded to (?P<r>\d+)\))?",
+    )
 });
 static STAT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"^(?P<k>Limit|InUse|MaxInUse|LargestFreeBlock):\s+(?P<v>\d+)\s*$",
-    )
-    .expect("static regex")
+    static_regex(r"^(?P<k>Limit|InUse|MaxInUse|LargestFreeBlock):\s+(?P<v>\d+)\s*$")
 });
 static SUM_IN_USE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"Sum Total of in-use chunks: (?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)",
-    )
-    .expect("static regex")
+    static_regex(r"Sum Total of in-use chunks: (?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)")
 });
 static REGION: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"(?:memory_limit_|memoryLimit_): (?P<l>\d+) available bytes: (?P<a>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"(?:memory_limit_|memoryLimit_): (?P<l>\d+) available bytes: (?P<a>\d+)")
 });
 static SUMMARY: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"total free in pool (?P<f>\d+(?:\.\d+)?\s*[KMGT]?i?B?), largest free chunk usable by \w+ end (?P<l>\d+(?:\.\d+)?\s*[KMGT]?i?B?),.*?pool limit (?P<lim>\d+(?:\.\d+)?\s*[KMGT]?i?B?)")
-        .expect("static regex")
+    static_regex(
+        r"total free in pool (?P<f>\d+(?:\.\d+)?\s*[KMGT]?i?B?), largest free chunk usable by \w+ end (?P<l>\d+(?:\.\d+)?\s*[KMGT]?i?B?),.*?pool limit (?P<lim>\d+(?:\.\d+)?\s*[KMGT]?i?B?)",
+    )
 });
 static BACKEND_POOL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"XLA backend (?:allocating|will use up to) (?P<n>\d+) bytes on device (?P<d>\d+)",
-    )
-    .expect("static regex")
+    static_regex(r"XLA backend (?:allocating|will use up to) (?P<n>\d+) bytes on device (?P<d>\d+)")
 });
 static TF_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"Created (?:TensorFlow )?device \(?/job:\w+/replica:\d+/task:\d+/device:GPU:(?P<d>\d+) with (?P<n>\d+) MB memory")
-        .expect("static regex")
+    static_regex(
+        r"Created (?:TensorFlow )?device \(?/job:\w+/replica:\d+/task:\d+/device:GPU:(?P<d>\d+) with (?P<n>\d+) MB memory",
+    )
 });
 /// How many lines above a failed device allocation an earlier, smaller one is looked for.
 const START_RETRY_LOOKBACK: usize = 12;
@@ -119,36 +116,28 @@ const START_RETRY_LOOKBACK: usize = 12;
 const DEVICE_ALLOC: &str = r"allocate (?P<h>\S+ ?[KMGT]?i?B?) \((?P<b>\d+) bytes\) from device: (?P<code>CUDA_ERROR_OUT_OF_MEMORY|hipError_t\((?:1002|2)\)|hipErrorOutOfMemory|hipErrorMemoryAllocation)";
 /// [`DEVICE_ALLOC`] alone: all that is left of an earlier one in the raw lines above when a
 /// terminal wrapped it after `failed to`.
-static DEVICE_ALLOC_SIZE: LazyLock<Regex> =
-    LazyLock::new(|| crate::ingest::log::pattern::regex(DEVICE_ALLOC).expect("static regex"));
-static TF_STARTUP_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(&format!("failed to {DEVICE_ALLOC}")).expect("static regex")
-});
+static DEVICE_ALLOC_SIZE: LazyLock<Regex> = LazyLock::new(|| static_regex(DEVICE_ALLOC));
+static TF_STARTUP_FAIL: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(&format!("failed to {DEVICE_ALLOC}")));
 static BA_STAT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"(?P<k>total allocation|preallocated temp allocation):\s*(?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)")
-        .expect("static regex")
+    static_regex(
+        r"(?P<k>total allocation|preallocated temp allocation):\s*(?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)",
+    )
 });
 static ENV: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r#"(?P<k>XLA_PYTHON_CLIENT_MEM_FRACTION|XLA_PYTHON_CLIENT_PREALLOCATE|XLA_PYTHON_CLIENT_ALLOCATOR|TF_GPU_ALLOCATOR|TF_FORCE_GPU_ALLOW_GROWTH)['"]?\]?\s*[=:]\s*['"]?(?P<v>[\w.]+)"#)
-        .expect("static regex")
-});
-static GROWTH_CALL: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"set_memory_growth\([^,]+,\s*(?P<v>True|False)\)")
-        .expect("static regex")
-});
-static MEMORY_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
-        r"LogicalDeviceConfiguration\(\s*memory_limit\s*=\s*(?P<v>\d+)",
+    static_regex(
+        r#"(?P<k>XLA_PYTHON_CLIENT_MEM_FRACTION|XLA_PYTHON_CLIENT_PREALLOCATE|XLA_PYTHON_CLIENT_ALLOCATOR|TF_GPU_ALLOCATOR|TF_FORCE_GPU_ALLOW_GROWTH)['"]?\]?\s*[=:]\s*['"]?(?P<v>[\w.]+)"#,
     )
-    .expect("static regex")
 });
+static GROWTH_CALL: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"set_memory_growth\([^,]+,\s*(?P<v>True|False)\)"));
+static MEMORY_LIMIT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"LogicalDeviceConfiguration\(\s*memory_limit\s*=\s*(?P<v>\d+)"));
 
 /// The graph node TensorFlow names under a failed op (`[[Node: name = Op[...]]]` in 1.x,
 /// `[[{{node name}}]]` in 2.x), on the error's line or the one after it.
-static TF_NODE: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(r"\[\[(?:Node: |\{\{node )(?P<n>[\w/.:\-]+)")
-        .expect("static regex")
-});
+static TF_NODE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\[\[(?:Node: |\{\{node )(?P<n>[\w/.:\-]+)"));
 
 /// The JAX/XLA and TensorFlow recogniser.
 pub struct Xla;
@@ -666,10 +655,9 @@ fn xla_engine(line: &Line<'_>) -> &'static str {
 }
 
 static CUDA_MODULE_LOAD: LazyLock<Regex> = LazyLock::new(|| {
-    crate::ingest::log::pattern::regex(
+    static_regex(
         r"Failed to load (?:in-memory )?(?:CUBIN|PTX|cubin|module)[^\n]*CUDA_ERROR_OUT_OF_MEMORY",
     )
-    .expect("static regex")
 });
 
 fn xla_failure(line: &Line<'_>, wording: &str) -> Failure {

@@ -21,6 +21,7 @@ pub mod analyze;
 pub mod attribution;
 pub mod fxhash;
 pub mod generation;
+mod handle_lists;
 pub mod leak;
 pub mod schema;
 

@@ -39,6 +39,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::fxhash::{self, FxHashMap, new_map};
+use super::handle_lists::{HandleLists, dict_handles_hash};
 use crate::ingest::snapshot::pickle::{ContainerId, Handle, ListSink, Pickle, PickleLimits, Value};
 
 /// Index into [`FrameTable::frames`].
@@ -634,8 +635,10 @@ impl StreamDecoder {
                 frame_by_content: new_map(),
                 list_by_hash: new_map(),
                 list_next: Vec::new(),
-                list_by_handles: new_map(),
-                list_handles: Vec::new(),
+                handle_lists: HandleLists::new(),
+                batch_frames: Vec::new(),
+                batch_hashes: Vec::new(),
+                frames_hashed: None,
                 stream_ids: new_map(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
@@ -807,13 +810,16 @@ struct State {
     /// `list_next` chains earlier lists whose hashes collide.
     list_by_hash: FxHashMap<u64, (u32, u32, u32)>,
     list_next: Vec<u32>,
-    /// Frame lists by the hash of their elements' handles → the newest such list, for lists
-    /// made of the same frame dicts as a list met before (see `frame_list`). Only lists
-    /// whose content was new are entered (so it grows with the distinct lists, never with
-    /// the entries). The value is `(id, start, len)` into `list_handles`, where the list's
-    /// handles are kept, so that a hit is verified by one slice compare.
-    list_by_handles: FxHashMap<u64, (u32, u32, u32)>,
-    list_handles: Vec<Handle>,
+    /// Frame lists by their elements' handles, for lists made of the same frame dicts as a
+    /// list met before (see `frame_list`). Only lists whose content was new are entered
+    /// (so it grows with the distinct lists, never with the entries).
+    handle_lists: HandleLists,
+    /// For each element of the batch being decoded, its `frames` value and that list's
+    /// [`dict_handles_hash`], and the hashes alone (both reused from batch to batch).
+    batch_frames: Vec<Option<(Handle, Option<u64>)>>,
+    batch_hashes: Vec<u64>,
+    /// The entry being decoded's `frames` value and its hash, taken by `frame_list`.
+    frames_hashed: Option<(Handle, Option<u64>)>,
     /// [`Snapshot::streams`] by value.
     stream_ids: FxHashMap<u64, u32>,
     scratch: Vec<FrameId>,
@@ -1464,7 +1470,9 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         elements: &[Handle],
     ) -> Result<(), DecodeError> {
         let (name, dev) = (t.name, t.dev);
-        for &eh in elements {
+        self.prefetch_frame_lists(elements);
+        for (k, &eh) in elements.iter().enumerate() {
+            self.st.frames_hashed = self.st.batch_frames.get(k).copied().flatten();
             let i = t.elements as usize;
             t.elements += 1;
             let Some(d) = self.entry_dict(eh, name, dev, i) else {
@@ -1491,7 +1499,42 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 .insert(d.index() as u32, (slot as u32, pos));
             t.entries.push(e);
         }
+        self.st.frames_hashed = None;
         Ok(())
+    }
+
+    /// Starts loading what the fast path of [`Decoder::frame_list`] will compare for each
+    /// entry of a batch, before the batch is decoded: a trace's stacks repeat in no
+    /// order the cache can follow, so one entry's lookup would otherwise wait on memory
+    /// before the next one's could start. Here the lookups of the whole batch are
+    /// independent of one another and their loads overlap.
+    ///
+    /// Leaves in `batch_frames` each element's `frames` list and its handle hash, for
+    /// `frame_list` not to hash it again.
+    fn prefetch_frame_lists(&mut self, elements: &[Handle]) {
+        let mut frames_of = std::mem::take(&mut self.st.batch_frames);
+        let mut hashes = std::mem::take(&mut self.st.batch_hashes);
+        frames_of.clear();
+        hashes.clear();
+        for &eh in elements {
+            let mut frames = None;
+            if let Some(d) = self.p.as_dict(eh) {
+                for (k, v) in self.p.pairs(d) {
+                    if self.sym(k) == Sym::Frames {
+                        frames = Some(v);
+                    }
+                }
+            }
+            let hash = frames
+                .and_then(|v| self.p.as_sequence(v))
+                .and_then(|c| self.p.items_slice(c))
+                .and_then(dict_handles_hash);
+            frames_of.push(frames.map(|v| (v, hash)));
+            hashes.extend(hash);
+        }
+        std::hint::black_box(self.st.handle_lists.warm(&hashes));
+        self.st.batch_frames = frames_of;
+        self.st.batch_hashes = hashes;
     }
 
     fn entry(
@@ -1628,37 +1671,15 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         let slice = self.p.items_slice(c);
         let mut by_handles = None;
         if let Some(items) = slice {
-            // Four independent hash chains (one per lane of four handles), joined at the
-            // end: a single chain's multiplies wait on one another, thirty deep for a
-            // typical stack.
-            let mut lanes = [items.len() as u64, 1, 2, 3];
-            let mut all_dicts = true;
-            let mut quads = items.chunks_exact(4);
-            for q in &mut quads {
-                for (lane, h) in lanes.iter_mut().zip(q) {
-                    all_dicts &= h.is_dict();
-                    *lane = fxhash::mix(*lane, h.bits() as u64);
-                }
-            }
-            for (lane, h) in lanes.iter_mut().zip(quads.remainder()) {
-                all_dicts &= h.is_dict();
-                *lane = fxhash::mix(*lane, h.bits() as u64);
-            }
-            let hash = lanes.into_iter().fold(0, fxhash::mix);
-            // Only dict handles: a container's handle is never reused for another object
-            // (an integer's arena slot can be, once a batch is released), so the same
-            // handles are the same dicts, whose frames were interned when the list that
-            // entered them was read.
-            if all_dicts {
-                if let Some(&(id, start, len)) = self.list_by_handles.get(&hash) {
-                    let known = self
-                        .st
-                        .list_handles
-                        .get(start as usize..(start + len) as usize);
-                    if known == Some(items) {
-                        self.remember(c, id);
-                        return Ok(FrameListId(id));
-                    }
+            // The batch's first pass hashed this entry's list already.
+            let hash = match self.st.frames_hashed.take() {
+                Some((hashed, hash)) if hashed == h => hash,
+                _ => dict_handles_hash(items),
+            };
+            if let Some(hash) = hash {
+                if let Some(id) = self.handle_lists.get(hash, items) {
+                    self.remember(c, id);
+                    return Ok(FrameListId(id));
                 }
                 by_handles = Some(hash);
             }
@@ -1721,11 +1742,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
             self.list_next[id as usize] = previous;
             // A new list: enter it for the fast path (once per distinct list).
             if let (Some(hash), Some(items)) = (by_handles, slice) {
-                let start = self.st.list_handles.len() as u32;
-                self.st.list_handles.extend_from_slice(items);
-                self.st
-                    .list_by_handles
-                    .insert(hash, (id, start, items.len() as u32));
+                self.st.handle_lists.insert(hash, items, id);
             }
             id
         };

@@ -171,9 +171,10 @@ impl HandleLists {
         for &hash in hashes {
             let s = self.slots[self.home(hash)];
             if s.id != EMPTY {
-                // Both ends: a typical stack's handles span two cache lines.
-                let last = (s.start + s.len.max(1) - 1) as usize;
-                for at in [s.start as usize, last] {
+                // Every cache line of them (16 handles to a line), the last one included:
+                // a typical stack's handles span two or three lines.
+                let (start, end) = (s.start as usize, (s.start + s.len) as usize);
+                for at in (start..end).step_by(16).chain(end.checked_sub(1)) {
                     if let Some(h) = self.handles.get(at) {
                         sink = sink.wrapping_add(h.bits() as u64);
                     }

@@ -8,9 +8,9 @@
 //! of cache misses (the table's slot, then the stored handles to compare), and one entry's
 //! chain waits for the one before (issue 15: a third of the decode time on a million-entry
 //! trace). The table is open-addressed with the slot found from the hash alone, so
-//! [`HandleLists::warm`] can load, for a whole batch, first every slot and then every
-//! matching list, each pass a run of independent loads that are in flight together; the
-//! lookups that follow hit the cache.
+//! [`HandleLists::warm`] can load, for a slice of a batch of entries, first every slot and
+//! then every matching list, each pass a run of independent loads that are in flight
+//! together; the lookups that follow hit the cache.
 //!
 //! Only results are stored, never trusted on the hash alone: [`HandleLists::get`] compares
 //! the stored handles with the list's.

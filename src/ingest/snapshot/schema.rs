@@ -768,6 +768,10 @@ impl ListSink for StreamDecoder {
 
 /// How many entries of a batch `Decoder::prefetch_frame_lists` warms at a time.
 const WARM_SLICE: usize = 64;
+/// The largest entry dict (pairs) and frame list (frames) it looks into: a trace entry
+/// has about ten keys and a stack rarely a few hundred frames.
+const WARM_MAX_PAIRS: usize = 64;
+const WARM_MAX_FRAMES: usize = 4096;
 
 /// A list of `device_traces` or `host_traces` taken while the pickle was read.
 struct Taken {
@@ -1512,13 +1516,16 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
     }
 
     /// Starts loading what the fast path of [`Decoder::frame_list`] will compare for each
-    /// entry of a batch, before the batch is decoded: a trace's stacks repeat in no
-    /// order the cache can follow, so one entry's lookup would otherwise wait on memory
-    /// before the next one's could start. Here the lookups of the whole batch are
+    /// of these entries (a slice of a batch) before they are decoded: a trace's stacks
+    /// repeat in no order the cache can follow, so one entry's lookup would otherwise wait
+    /// on memory before the next one's could start. Here the slice's lookups are
     /// independent of one another and their loads overlap.
     ///
     /// Leaves in `batch_frames` each element's `frames` list and its handle hash, for
-    /// `frame_list` not to hash it again.
+    /// `frame_list` not to hash it again. This walk is not charged to the walk budget
+    /// (the decode that follows is), so it skips what no trace entry is: a dict of more
+    /// than [`WARM_MAX_PAIRS`] pairs, a list of more than [`WARM_MAX_FRAMES`] frames
+    /// (`frame_list` hashes those itself, once charged for them).
     fn prefetch_frame_lists(&mut self, elements: &[Handle]) {
         let mut frames_of = std::mem::take(&mut self.st.batch_frames);
         let mut hashes = std::mem::take(&mut self.st.batch_hashes);
@@ -1527,15 +1534,18 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         for &eh in elements {
             let mut frames = None;
             if let Some(d) = self.p.as_dict(eh) {
-                for (k, v) in self.p.pairs(d) {
-                    if self.sym(k) == Sym::Frames {
-                        frames = Some(v);
+                if self.p.len(d) <= 2 * WARM_MAX_PAIRS {
+                    for (k, v) in self.p.pairs(d) {
+                        if self.sym(k) == Sym::Frames {
+                            frames = Some(v);
+                        }
                     }
                 }
             }
             let hash = frames
                 .and_then(|v| self.p.as_sequence(v))
                 .and_then(|c| self.p.items_slice(c))
+                .filter(|items| items.len() <= WARM_MAX_FRAMES)
                 .and_then(dict_handles_hash);
             frames_of.push(frames.map(|v| (v, hash)));
             hashes.extend(hash);

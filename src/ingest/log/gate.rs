@@ -46,6 +46,7 @@ pub enum Role {
     Reading,
 }
 
+use super::scanner::count_newlines;
 use Role::{Failure, Reading};
 
 /// The gate's literals, a bucket a group (at most eight), compared folded (`| 0x20`: `_`
@@ -90,11 +91,6 @@ pub const GROUPS: &[&[(&str, Role)]] = &[
     // cache`: a `#re` here let every ` re` through, 2.5 million candidates a GiB.)
     &[("free blocks", Failure), ("press any key", Failure)],
 ];
-
-/// The newlines in `s`.
-fn count_newlines(s: &[u8]) -> u64 {
-    memchr::memchr_iter(b'\n', s).count() as u64
-}
 
 /// Bytes between two of [`Gate::hit_lines`]'s newline marks, at most: what the scanner may
 /// have to count from one to a line it numbers. It is one run of the AVX2 search, 255 blocks

@@ -104,7 +104,7 @@ pub struct ScanStats {
 }
 
 /// Counts newlines.
-fn count_newlines(s: &[u8]) -> u64 {
+pub(super) fn count_newlines(s: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', s).count() as u64
 }
 

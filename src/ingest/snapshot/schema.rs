@@ -638,7 +638,6 @@ impl StreamDecoder {
                 handle_lists: HandleLists::new(),
                 batch_frames: Vec::new(),
                 batch_hashes: Vec::new(),
-                frames_hashed: None,
                 stream_ids: new_map(),
                 scratch: Vec::new(),
                 taken: Vec::new(),
@@ -825,8 +824,6 @@ struct State {
     /// [`dict_handles_hash`], and the hashes alone (both reused from batch to batch).
     batch_frames: Vec<Option<(Handle, Option<u64>)>>,
     batch_hashes: Vec<u64>,
-    /// The entry being decoded's `frames` value and its hash, taken by `frame_list`.
-    frames_hashed: Option<(Handle, Option<u64>)>,
     /// [`Snapshot::streams`] by value.
     stream_ids: FxHashMap<u64, u32>,
     scratch: Vec<FrameId>,
@@ -1379,7 +1376,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                     }
                     continue;
                 }
-                let e = self.entry(d, name, dev, i)?;
+                let e = self.entry(d, name, dev, i, None)?;
                 entries.push(e);
             }
             self.out.markers.trace_entries += entries.len();
@@ -1484,7 +1481,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 let slice = &elements[k..elements.len().min(k + WARM_SLICE)];
                 self.prefetch_frame_lists(slice);
             }
-            self.st.frames_hashed = self.st.batch_frames.get(k % WARM_SLICE).copied().flatten();
+            let hashed = self.st.batch_frames.get(k % WARM_SLICE).copied().flatten();
             let i = t.elements as usize;
             t.elements += 1;
             let Some(d) = self.entry_dict(eh, name, dev, i) else {
@@ -1504,14 +1501,13 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                 continue;
             }
             t.again += self.p.len(d) as u64;
-            let e = self.entry(d, name, dev, i)?;
+            let e = self.entry(d, name, dev, i, hashed)?;
             let pos = t.entries.len() as u32;
             self.st
                 .batch_entries
                 .insert(d.index() as u32, (slot as u32, pos));
             t.entries.push(e);
         }
-        self.st.frames_hashed = None;
         Ok(())
     }
 
@@ -1522,7 +1518,9 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
     /// independent of one another and their loads overlap.
     ///
     /// Leaves in `batch_frames` each element's `frames` list and its handle hash, for
-    /// `frame_list` not to hash it again. This walk is not charged to the walk budget
+    /// `frame_list` not to hash it again. Each entry's pairs are walked here and again by
+    /// `entry` (a dozen cached key lookups): decoding the slice first and resolving its
+    /// lists after would reorder what the decode notes and charges to the walk budget. This walk is not charged to the walk budget
     /// (the decode that follows is), so it skips what no trace entry is: a dict of more
     /// than [`WARM_MAX_PAIRS`] pairs, a list of more than [`WARM_MAX_FRAMES`] frames
     /// (`frame_list` hashes those itself, once charged for them).
@@ -1555,12 +1553,15 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         self.st.batch_hashes = hashes;
     }
 
+    /// One trace entry; `hashed`: its `frames` value and that list's handle hash, where the
+    /// batch's warm-up took it.
     fn entry(
         &mut self,
         d: ContainerId,
         name: &str,
         dev: usize,
         i: usize,
+        hashed: Option<(Handle, Option<u64>)>,
     ) -> Result<TraceEntry, DecodeError> {
         self.spend(self.p.len(d) as u64, || format!("{name}[{dev}][{i}]"))?;
         let mut e = TraceEntry {
@@ -1602,7 +1603,11 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
                     self.out.markers.time_us = true;
                     e.time_us = self.p.as_i64(v).unwrap_or(NO_TIME);
                 }
-                Sym::Frames => e.frames = self.frame_list(v)?,
+                Sym::Frames => {
+                    // The hash the batch's warm-up took of this very list, if it did.
+                    let hash = hashed.filter(|&(of, _)| of == v).map(|(_, hash)| hash);
+                    e.frames = self.frame_list_hashed(v, hash)?;
+                }
                 Sym::DeviceFree => extra.get_or_insert_default().device_free = self.p.as_u64(v),
                 Sym::CompileContext => {
                     self.out.markers.compile_context = true;
@@ -1667,6 +1672,16 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
 
     /// Interns a frame list (by identity, then content).
     fn frame_list(&mut self, h: Handle) -> Result<FrameListId, DecodeError> {
+        self.frame_list_hashed(h, None)
+    }
+
+    /// [`Decoder::frame_list`], given the list's [`dict_handles_hash`] where it is known
+    /// (`Some(None)`: known not to have one).
+    fn frame_list_hashed(
+        &mut self,
+        h: Handle,
+        hashed: Option<Option<u64>>,
+    ) -> Result<FrameListId, DecodeError> {
         let Some(c) = self.p.as_sequence(h) else {
             return Ok(FrameListId::EMPTY);
         };
@@ -1689,11 +1704,7 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         let slice = self.p.items_slice(c);
         let mut by_handles = None;
         if let Some(items) = slice {
-            // The batch's first pass hashed this entry's list already.
-            let hash = match self.st.frames_hashed.take() {
-                Some((hashed, hash)) if hashed == h => hash,
-                _ => dict_handles_hash(items),
-            };
+            let hash = hashed.unwrap_or_else(|| dict_handles_hash(items));
             if let Some(hash) = hash {
                 if let Some(id) = self.handle_lists.get(hash, items) {
                     self.remember(c, id);

@@ -689,29 +689,29 @@ fn segment_stats(snap: &Snapshot, segs: &[&Segment]) -> SegmentStats {
 }
 
 fn trace_stats(entries: &[TraceEntry]) -> TraceStats {
-    let mut t = TraceStats {
-        entries: entries.len() as u64,
-        ..TraceStats::default()
-    };
+    // Counted by action index, not matched: a trace's actions follow no pattern a branch
+    // predictor could learn, and this walks every entry.
+    let mut by_action = [0u64; Action::COUNT];
     for e in entries {
-        match e.action {
-            Action::Alloc => t.alloc += 1,
-            Action::FreeRequested => t.free_requested += 1,
-            Action::FreeCompleted => t.free_completed += 1,
-            Action::SegmentAlloc => t.segment_alloc += 1,
-            Action::SegmentFree => t.segment_free += 1,
-            Action::SegmentMap => t.segment_map += 1,
-            Action::SegmentUnmap => t.segment_unmap += 1,
-            Action::Oom => t.oom += 1,
-            Action::Snapshot => t.snapshot += 1,
-            Action::Annotate | Action::Other => t.other += 1,
-        }
-        if let Some(time) = e.time() {
-            t.first_time_us.get_or_insert(time);
-            t.last_time_us = Some(time);
-        }
+        by_action[e.action as usize] += 1;
     }
-    t
+    let count = |a: Action| by_action[a as usize];
+    TraceStats {
+        entries: entries.len() as u64,
+        alloc: count(Action::Alloc),
+        free_requested: count(Action::FreeRequested),
+        free_completed: count(Action::FreeCompleted),
+        segment_alloc: count(Action::SegmentAlloc),
+        segment_free: count(Action::SegmentFree),
+        segment_map: count(Action::SegmentMap),
+        segment_unmap: count(Action::SegmentUnmap),
+        oom: count(Action::Oom),
+        snapshot: count(Action::Snapshot),
+        other: count(Action::Annotate) + count(Action::Other),
+        first_time_us: entries.iter().find_map(TraceEntry::time),
+        last_time_us: entries.iter().rev().find_map(TraceEntry::time),
+        ..TraceStats::default()
+    }
 }
 
 /// The backward pass over the whole trace: live bytes after every entry, the downsampled
@@ -956,20 +956,14 @@ pub(crate) fn analyze_device(
         .sum::<usize>();
     // The OOM: the last `oom` entry.
     let oom_index = entries.iter().rposition(|e| e.action == Action::Oom);
-    let replay_to_oom =
-        |i: usize| replay_to(snap, &segs, entries, final_live, Moment::Oom, Some(i));
 
-    // The replay to the OOM goes first on the other thread and comes back here as soon as
-    // it is done; on one thread it is simply waiting in the channel.
-    let (replayed_to_oom, replay_here) = std::sync::mpsc::sync_channel::<Replay>(1);
+    // Two sides of about equal cost on a long trace: the backward pass over the whole
+    // trace (with the counts that size its map), and everything the state at the OOM needs
+    // (pairing, the replay to the OOM, attribution) with the leak detection's iterations.
     let ((mut trace, timeline_pass_out), (seg_stats, mut ctx, mut oom, at_oom, iterations)) =
         crate::input::walk::join(
             entries.len() >= side_by_side_from,
             || {
-                if let Some(i) = oom_index {
-                    let _ = replayed_to_oom.send(replay_to_oom(i));
-                }
-                drop(replayed_to_oom);
                 let trace = trace_stats(entries);
                 let capacity = final_live + trace.free_completed as usize;
                 (trace, timeline_pass(snap, &segs, entries, capacity))
@@ -988,10 +982,10 @@ pub(crate) fn analyze_device(
                 };
                 let oom = oom_index.map(|i| oom_event(&mut ctx, i));
                 let at_oom = oom_index.map(|i| {
-                    let replay = replay_here.recv().unwrap_or_else(|_| replay_to_oom(i));
+                    let replay = replay_to(snap, &segs, entries, final_live, Moment::Oom, Some(i));
                     state_at(&mut ctx, &segs, &seg_stats, replay)
                 });
-                let iterations = leak::iteration_starts(&ctx, &snap.annotations);
+                let iterations = leak::iteration_starts(&mut ctx, &snap.annotations);
                 (seg_stats, ctx, oom, at_oom, iterations)
             },
         );
@@ -1080,7 +1074,7 @@ struct Replay {
 }
 
 /// Replays the trace back to `target` (the entry at `moment`; `None` with a peak: before
-/// the first entry). Reads nothing but the snapshot, so it may run on another thread.
+/// the first entry).
 fn replay_to(
     snap: &Snapshot,
     segs: &[&Segment],

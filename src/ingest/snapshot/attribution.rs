@@ -252,7 +252,12 @@ pub fn is_python_frame(f: &Frame) -> bool {
 /// Whether a Python frame is inside torch or the Python standard library: not a place a
 /// user would change.
 pub fn is_internal_python(f: &Frame) -> bool {
-    let file = f.filename.replace('\\', "/");
+    // Windows paths are read with forward slashes (copied only where there is a backslash).
+    let file: std::borrow::Cow<'_, str> = if f.filename.contains('\\') {
+        f.filename.replace('\\', "/").into()
+    } else {
+        (*f.filename).into()
+    };
     if file.contains("/torch/") || file.starts_with("torch/") || file.starts_with("<frozen") {
         return true;
     }
@@ -357,6 +362,8 @@ fn is_noise_cpp(f: &Frame) -> bool {
 pub struct Classifier<'t> {
     table: &'t FrameTable,
     frame_category: Vec<Option<Option<Category>>>,
+    /// Per frame: 0 = not looked at yet, 1 = user code, 2 = not (see `is_user_frame`).
+    frame_is_user: Vec<u8>,
     list_category: Vec<Option<Option<Category>>>,
     list_site: Vec<Option<Option<u32>>>,
     /// Distinct sites; `list_site` points here.
@@ -369,6 +376,7 @@ impl<'t> Classifier<'t> {
         Classifier {
             table,
             frame_category: vec![None; table.frames.len()],
+            frame_is_user: vec![0; table.frames.len()],
             list_category: vec![None; table.list_count()],
             list_site: vec![None; table.list_count()],
             sites: Vec::new(),
@@ -453,21 +461,36 @@ impl<'t> Classifier<'t> {
         id
     }
 
-    /// The user-code frames of a list, outermost first (for iteration detection).
-    pub fn user_frames_outermost_first(&self, list: FrameListId) -> Vec<u32> {
-        let mut v: Vec<u32> = self
+    /// Appends the user-code frames of a list to `out`, outermost first (for iteration
+    /// detection).
+    pub fn push_user_frames_outermost_first(&mut self, list: FrameListId, out: &mut Vec<u32>) {
+        let from = out.len();
+        for &id in self.table.list(list) {
+            if self.is_user_frame(id) {
+                out.push(id);
+            }
+        }
+        out[from..].reverse();
+    }
+
+    /// Whether a frame is Python code outside torch and the standard library, worked out
+    /// once per frame: lists share frames, and the test looks into the path.
+    fn is_user_frame(&mut self, id: u32) -> bool {
+        const UNKNOWN: u8 = 0;
+        const USER: u8 = 1;
+        const NOT_USER: u8 = 2;
+        let Some(known) = self.frame_is_user.get(id as usize).copied() else {
+            return false;
+        };
+        if known != UNKNOWN {
+            return known == USER;
+        }
+        let user = self
             .table
-            .list(list)
-            .iter()
-            .copied()
-            .filter(|&id| {
-                self.table
-                    .frame(id)
-                    .is_some_and(|f| is_python_frame(f) && !is_internal_python(f))
-            })
-            .collect();
-        v.reverse();
-        v
+            .frame(id)
+            .is_some_and(|f| is_python_frame(f) && !is_internal_python(f));
+        self.frame_is_user[id as usize] = if user { USER } else { NOT_USER };
+        user
     }
 }
 

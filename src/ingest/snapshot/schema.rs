@@ -188,10 +188,14 @@ pub enum Action {
     Oom,
     Snapshot,
     Annotate,
+    /// Stays last: [`Action::COUNT`] counts up to it.
     Other,
 }
 
 impl Action {
+    /// How many actions there are (`action as usize` is below it).
+    pub const COUNT: usize = Action::Other as usize + 1;
+
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Alloc => "alloc",

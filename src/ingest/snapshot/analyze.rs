@@ -957,9 +957,11 @@ pub(crate) fn analyze_device(
     // The OOM: the last `oom` entry.
     let oom_index = entries.iter().rposition(|e| e.action == Action::Oom);
 
-    // Two sides of about equal cost on a long trace: the backward pass over the whole
-    // trace (with the counts that size its map), and everything the state at the OOM needs
-    // (pairing, the replay to the OOM, attribution) with the leak detection's iterations.
+    // Two sides: the backward pass over the whole trace (with the counts that size its
+    // map), and everything the state at the OOM needs (pairing, the replay to the OOM,
+    // attribution) with the leak detection's iterations. The second is the longer (about
+    // 1.7 : 1 on the 1 M-entry bench file), but sending the replay over from the first side
+    // through a channel, as before, timed no better (bench/RESULTS-snapshot.md).
     let ((mut trace, timeline_pass_out), (seg_stats, mut ctx, mut oom, at_oom, iterations)) =
         crate::input::walk::join(
             entries.len() >= side_by_side_from,

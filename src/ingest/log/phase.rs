@@ -288,6 +288,30 @@ static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
 static LOSS_LOG: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d"));
 
+/// A progress counter in a line as a terminal would have shown it last: a bar redrawn in
+/// place is one line of `\r`-separated updates in a captured log (`0/500 [...]\r5/500
+/// [...]\r...\r300/500 [...]`), so each piece is read as a line of its own and the
+/// highest count is kept, as it is across lines. `None`: `re` matches no piece; `Some(None)`:
+/// it matches, but its counter does not read as a number.
+fn redrawn_count(
+    line: &str,
+    re: &Regex,
+    counter: impl for<'h> Fn(&regex::Captures<'h>) -> Option<regex::Match<'h>>,
+) -> Option<Option<u64>> {
+    let mut matched = false;
+    let mut highest = None;
+    for piece in line.split('\r') {
+        let Some(c) = re.captures(piece) else {
+            continue;
+        };
+        matched = true;
+        if let Some(n) = counter(&c).and_then(|m| m.as_str().parse::<u64>().ok()) {
+            highest = highest.max(Some(n));
+        }
+    }
+    matched.then_some(highest)
+}
+
 /// Which of the progress regexes can match a line, from a word (or byte) each one's every
 /// match holds: `EVALUATION_ROUND` `validat`/`evaluat`, `TQDM` a `/`, `STEP` `it` or `step`
 /// (or `ſ`, which case-folds to `s`), `LOSS_LOG` `loss`, `EPOCH` `epoch`; ASCII case
@@ -595,20 +619,23 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         if (may.tqdm || may.step || may.loss || may.epoch) && NOT_STEPS.is_match(t) {
             continue;
         }
-        if let Some(c) = may.tqdm.then(|| TQDM.captures(t)).flatten() {
-            let cur = c.name("cur").or(c.name("rcur")).map_or("", |m| m.as_str());
-            if let Ok(n) = cur.parse::<u64>() {
+        if let Some(count) = may
+            .tqdm
+            .then(|| redrawn_count(t, &TQDM, |c| c.name("cur").or(c.name("rcur"))))
+            .flatten()
+        {
+            if let Some(n) = count {
                 steps = Some(steps.unwrap_or(0u64).max(n));
                 progress = true;
             }
-        } else if let Some(c) = may.step.then(|| STEP.captures(t)).flatten() {
-            if !t.contains("File \"") {
-                if let Ok(n) = c["n"].parse::<u64>() {
-                    if n < 100_000_000 {
-                        steps = Some(steps.unwrap_or(0u64).max(n));
-                        progress = true;
-                    }
-                }
+        } else if let Some(count) = may
+            .step
+            .then(|| redrawn_count(t, &STEP, |c| c.name("n")))
+            .flatten()
+        {
+            if let Some(n) = count.filter(|&n| n < 100_000_000 && !t.contains("File \"")) {
+                steps = Some(steps.unwrap_or(0u64).max(n));
+                progress = true;
             }
         }
         if may.loss && LOSS_LOG.is_match(t) {
@@ -1139,6 +1166,31 @@ Traceback (most recent call last):\n\
         let d = decide(&pre("Epoch 0: 0%|          | 0/500 [00:00<?, ?it/s]"), None);
         assert_eq!(d.phase, id::FIRST_STEP);
         assert_eq!(decide(&pre("hello"), None).phase, id::UNKNOWN);
+    }
+
+    #[test]
+    fn a_bar_redrawn_in_place_counts_its_last_update() {
+        // tqdm captured to a file: every update on one line, each after a `\r`.
+        let bar = (0..=300)
+            .step_by(5)
+            .map(|i| {
+                format!(
+                    "{:3}%|##        | {i}/500 [00:{:02}<01:00, 4.95it/s]",
+                    i / 5,
+                    i % 60
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\r");
+        let d = decide(&pre(&format!("Training: \r{bar}")), None);
+        assert_eq!(d.steps_completed, Some(300));
+        assert_eq!(d.phase, id::STEADY_STATE);
+        // Counters redrawn the same way; a piece that is not a counter changes nothing.
+        let d = decide(&pre("step 38 loss 2.1\rstep 39 loss 2.0\r  \rdone"), None);
+        assert_eq!(d.steps_completed, Some(39));
+        // One update only: the first step, as before.
+        let d = decide(&pre("\r  0%|          | 0/500 [00:00<?, ?it/s]"), None);
+        assert_eq!(d.phase, id::FIRST_STEP);
     }
 
     #[test]

@@ -78,6 +78,13 @@ const CASES: &[(&str, &str, &str)] = &[
         "device-oom",
         "batch-misconfiguration",
     ),
+    // tqdm captured to a file: 600 updates on one line, each after a `\r`, its `gpu_mem`
+    // postfix creeping up to the failure.
+    (
+        "tqdm-bar-redrawn-memory-creeps.log",
+        "device-oom",
+        "memory-leak",
+    ),
     // Every line through Python logging's `%(asctime)s - %(levelname)s - %(message)s`.
     (
         "python-logging-dash-level-smi-table.log",
@@ -271,4 +278,36 @@ fn a_fix_from_the_current_value_to_a_lower_one_is_kept() {
     assert_eq!(fix.direction, Some(Direction::Down));
     assert_eq!(fix.action, "--gpu-memory-utilization 0.90");
     assert!(fix.title.contains("from 0.98 to 0.90"), "{}", fix.title);
+}
+
+/// A bar redrawn in place is read as its updates: the steps it reached (not its first
+/// update's `0`), and its memory readings one by one. The same bar with memory flat is not a
+/// leak, and not a failure on the first step either.
+#[test]
+fn a_bar_redrawn_in_place_is_read_as_its_updates() {
+    for file in [
+        "tqdm-bar-redrawn-memory-creeps.log",
+        "tqdm-bar-redrawn-memory-flat.log",
+    ] {
+        let i = first(file);
+        assert!(
+            !i.evidence.iter().any(|e| e.text.contains("first step")),
+            "{file}: {:?}",
+            i.evidence
+        );
+        assert!(
+            i.evidence.iter().any(|e| e.text.contains("609 steps")),
+            "{file}: {:?}",
+            i.evidence
+        );
+    }
+    let i = first("tqdm-bar-redrawn-memory-flat.log");
+    assert_eq!(i.cause.id(), "batch-misconfiguration", "{}", i.summary);
+    assert!(
+        i.evidence
+            .iter()
+            .any(|e| e.text.contains("stayed flat") && e.text.contains("153 readings")),
+        "{:?}",
+        i.evidence
+    );
 }

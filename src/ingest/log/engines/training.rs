@@ -281,15 +281,22 @@ impl Recognizer for Training {
                 out.memory_sample(v * unit, Some((n.start(), n.end())));
             }
         } else if PROGRESS.is_match(text) {
-            if let Some(c) = MEMORY_FIGURE.captures(text) {
-                let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
-                let unit = match u.as_str().to_ascii_uppercase().as_str() {
-                    "G" | "GB" | "GIB" => 1073741824.0,
-                    _ => 1048576.0,
-                };
-                if let Some(v) = parse_number(n.as_str()) {
-                    out.memory_sample(v * unit, Some((n.start(), u.end())));
+            // A bar redrawn in place (tqdm captured to a file) holds every update on one
+            // line, each after a `\r`: one sample per update, in order, so the last sample
+            // is the latest figure and the rises between updates count.
+            let mut at = 0;
+            for piece in text.split('\r') {
+                if let Some(c) = MEMORY_FIGURE.captures(piece) {
+                    let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
+                    let unit = match u.as_str().to_ascii_uppercase().as_str() {
+                        "G" | "GB" | "GIB" => 1073741824.0,
+                        _ => 1048576.0,
+                    };
+                    if let Some(v) = parse_number(n.as_str()) {
+                        out.memory_sample(v * unit, Some((at + n.start(), at + u.end())));
+                    }
                 }
+                at += piece.len() + 1;
             }
         }
         for c in CONFIG_KV.captures_iter(text) {
@@ -489,6 +496,19 @@ mod tests {
             vec![10.5 * 1073741824.0]
         );
         assert!(samples("Available KV cache memory: 3.20 GiB").is_empty());
+        // Redrawn in place: one sample per update, in order.
+        assert_eq!(
+            samples(
+                "Epoch 2:  40%|████ | 40/100 [00:10<00:15, gpu_mem=12.0G]\r\
+                 Epoch 2:  41%|████ | 41/100 [00:10<00:15, gpu_mem=12.5G]\r\
+                 Epoch 2:  42%|████ | 42/100 [00:11<00:15, gpu_mem=13.0G]"
+            ),
+            vec![
+                12.0 * 1073741824.0,
+                12.5 * 1073741824.0,
+                13.0 * 1073741824.0
+            ]
+        );
     }
 
     #[test]

@@ -288,10 +288,10 @@ static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
 static LOSS_LOG: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d"));
 
-/// A progress counter in a line as a terminal would have shown it last: a bar redrawn in
-/// place is one line of `\r`-separated updates in a captured log (`0/500 [...]\r5/500
-/// [...]\r...\r300/500 [...]`), so each piece is read as a line of its own and the
-/// highest count is kept, as it is across lines. `None`: `re` matches no piece; `Some(None)`:
+/// The progress counter of a line, which may be a bar redrawn in place: captured to a file,
+/// such a bar is one line of `\r`-separated updates (`0/500 [...]\r5/500 [...]\r...\r300/500
+/// [...]`), of which a terminal shows the last. Each piece is read as a line of its own and
+/// the highest count kept, as it is across lines. `None`: `re` matches no piece; `Some(None)`:
 /// it matches, but its counter does not read as a number.
 fn redrawn_count(
     line: &str,

@@ -630,10 +630,16 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             }
         } else if let Some(count) = may
             .step
-            .then(|| redrawn_count(t, &STEP, |c| c.name("n")))
+            .then(|| {
+                // A counter past 10^8 is an id or a timestamp, not steps (per update).
+                redrawn_count(t, &STEP, |c| {
+                    c.name("n")
+                        .filter(|n| n.as_str().parse::<u64>().is_ok_and(|n| n < 100_000_000))
+                })
+            })
             .flatten()
         {
-            if let Some(n) = count.filter(|&n| n < 100_000_000 && !t.contains("File \"")) {
+            if let Some(n) = count.filter(|_| !t.contains("File \"")) {
                 steps = Some(steps.unwrap_or(0u64).max(n));
                 progress = true;
             }
@@ -1188,6 +1194,9 @@ Traceback (most recent call last):\n\
         // Counters redrawn the same way; a piece that is not a counter changes nothing.
         let d = decide(&pre("step 38 loss 2.1\rstep 39 loss 2.0\r  \rdone"), None);
         assert_eq!(d.steps_completed, Some(39));
+        // A piece's counter past 10^8 is dropped, not the line's other updates.
+        let d = decide(&pre("step 38 loss 2.1\rstep 1763000000000 loss 2.0"), None);
+        assert_eq!(d.steps_completed, Some(38));
         // One update only: the first step, as before.
         let d = decide(&pre("\r  0%|          | 0/500 [00:00<?, ?it/s]"), None);
         assert_eq!(d.phase, id::FIRST_STEP);

@@ -1524,10 +1524,12 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
     /// Leaves in `batch_frames` each element's `frames` list and its handle hash, for
     /// `frame_list` not to hash it again. Each entry's pairs are walked here and again by
     /// `entry` (a dozen cached key lookups): decoding the slice first and resolving its
-    /// lists after would reorder what the decode notes and charges to the walk budget. This walk is not charged to the walk budget
-    /// (the decode that follows is), so it skips what no trace entry is: a dict of more
-    /// than [`WARM_MAX_PAIRS`] pairs, a list of more than [`WARM_MAX_FRAMES`] frames
-    /// (`frame_list` hashes those itself, once charged for them).
+    /// lists after would reorder what the decode notes and charges to the walk budget.
+    ///
+    /// This walk is not charged to the walk budget (the decode that follows is), so it
+    /// skips what no trace entry is: a dict of more than [`WARM_MAX_PAIRS`] pairs, a list
+    /// of more than [`WARM_MAX_FRAMES`] frames (`frame_list` hashes those itself, once
+    /// charged for them).
     fn prefetch_frame_lists(&mut self, elements: &[Handle]) {
         let mut frames_of = std::mem::take(&mut self.st.batch_frames);
         let mut hashes = std::mem::take(&mut self.st.batch_hashes);
@@ -1536,7 +1538,8 @@ impl<'p, 'a, 's> Decoder<'p, 'a, 's> {
         for &eh in elements {
             let mut frames = None;
             if let Some(d) = self.p.as_dict(eh) {
-                if self.p.len(d) <= 2 * WARM_MAX_PAIRS {
+                // A dict's length counts its pairs.
+                if self.p.len(d) <= WARM_MAX_PAIRS {
                     for (k, v) in self.p.pairs(d) {
                         if self.sym(k) == Sym::Frames {
                             frames = Some(v);

@@ -21,16 +21,36 @@ import sys
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
+def anchor_literals(src):
+    """The string literals of a recogniser's `fn anchors` list, as written in `src`."""
+    m = re.search(r"fn anchors\(&self\)[^{]*\{(.*?)\n    \}", src, re.S)
+    if not m:
+        return []
+    body = m.group(1)
+    # A list built once (`&HOST_ANCHORS`), and the constant lists it chains in.
+    for name in re.findall(r"&([A-Z][A-Z_]+)\b", body):
+        d = re.search(r"static " + name + r"\b.*?\n\}\);", src, re.S)
+        if d:
+            body += d.group(0)
+            for const in re.findall(r"\b([A-Z][A-Z_]+)\.iter\(\)", d.group(0)):
+                c = re.search(r"const " + const + r"\b.*?\n\];", src, re.S)
+                if c:
+                    body += c.group(0)
+    body = re.sub(r"//[^\n]*", "", body)
+    return [lit.encode().decode("unicode_escape").encode("latin1").decode("utf-8")
+            for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', body)]
+
+
+def engine_sources():
+    for f in sorted(glob.glob(os.path.join(ROOT, "src/ingest/log/engines/*.rs"))):
+        yield os.path.basename(f)[:-3], open(f).read()
+
+
 def anchors():
     owner = {}
-    for f in sorted(glob.glob(os.path.join(ROOT, "src/ingest/log/engines/*.rs"))):
-        m = re.search(r"fn anchors\(&self\)[^{]*\{(.*?)\n    \}", open(f).read(), re.S)
-        if not m:
-            continue
-        body = re.sub(r"//[^\n]*", "", m.group(1))
-        for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', body):
-            a = fold(lit.encode().decode("unicode_escape").encode("latin1"))
-            owner.setdefault(a, set()).add(os.path.basename(f)[:-3])
+    for name, src in engine_sources():
+        for lit in anchor_literals(src):
+            owner.setdefault(fold(lit.encode()), set()).add(name)
     return owner
 
 
@@ -58,14 +78,7 @@ def lines_hit(text, lit):
 
 
 def plain_anchors():
-    out = set()
-    for f in sorted(glob.glob(os.path.join(ROOT, "src/ingest/log/engines/*.rs"))):
-        m = re.search(r"fn anchors\(&self\)[^{]*\{(.*?)\n    \}", open(f).read(), re.S)
-        if m:
-            body = re.sub(r"//[^\n]*", "", m.group(1))
-            for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', body):
-                out.add(lit.encode().decode("unicode_escape").lower())
-    return sorted(out)
+    return sorted({lit.lower() for _, src in engine_sources() for lit in anchor_literals(src)})
 
 
 def main():

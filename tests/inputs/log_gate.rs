@@ -160,6 +160,32 @@ fn a_failures_window_is_walked_wherever_the_reads_split_the_input() {
 }
 
 #[test]
+fn a_kill_reported_in_another_language_is_read_in_a_large_logs_tail() {
+    // bash under a zh_CN locale reports SIGKILL as `已杀死`, which holds no gate literal: past
+    // the head of a large log it is read because a shell prints it last, in the tail that is
+    // walked in full (host.rs, `KILLED_TRANSLATED`).
+    let plan = ScanPlan {
+        head: 64 << 10,
+        tail: 256 << 10,
+        window: 16 << 10,
+    };
+    let mut log = Vec::new();
+    log.extend(filler(3 << 20));
+    log.extend("train.sh: 行 12: 31337 已杀死               python train.py --bs 64\n".as_bytes());
+    let kill_line = count_lines(&log);
+    let input = Arc::from("t.log");
+    let (ev, _) = analyze_log_planned(&mut &log[..], &input, plan).unwrap();
+    assert_eq!(ev.incidents.len(), 1, "{:?}", ev.incidents);
+    assert_eq!(ev.incidents[0].first.line, Some(kill_line));
+    assert_eq!(ev.incidents[0].kind, "host-oom");
+}
+
+/// Lines in `log`, the last one ended by a newline.
+fn count_lines(log: &[u8]) -> u64 {
+    log.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
+#[test]
 fn head_and_tail_are_walked_in_full() {
     // A banner in the head and a marker in the tail hold no gate literal; a marker in the
     // middle, far from any failure, is passed over.

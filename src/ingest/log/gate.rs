@@ -6,7 +6,9 @@
 //! literals. So the scan has two tiers (README "Speed and memory"):
 //!
 //! - the gate's literals (`mem`, `oom`, `kill`, `alloc`, ...): every OOM message, kill,
-//!   exit status and memory reading holds one of them, whatever the engine;
+//!   exit status and memory reading holds one of them, whatever the engine (but for a
+//!   shell's `Killed` in another language, `已杀死`, `Getötet`: a shell prints it last, so it
+//!   is read in the tail, see `engines::host`);
 //! - the recognisers' anchors, some of which (banners, configuration, launch arguments,
 //!   phase markers) hold none: the scanner walks them over the whole of the log's head and
 //!   tail and over a window around each line the gate found ([`super::scanner`]).

@@ -35,10 +35,103 @@ static SHM: LazyLock<Regex> = LazyLock::new(|| {
 /// (`60190 killed     python main.py`, zsh pads the state); job runners print exit code 137
 /// (128 + 9). A progress bar redraws its line with `\r` and no newline, so the shell's
 /// `Killed` often lands glued to the end of the last bar (`| 0/2 [00:00<?, ?it/s]Killed`).
+/// Under another locale bash writes `Killed` in the user's language
+/// ([`KILLED_TRANSLATED`]): `已杀死` alone on the line, `行 12: 31337 已杀死  python train.py`,
+/// `Zeile 3: 4711 Abgebrochen (Killed)  python train.py`.
 static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
-    static_regex(
-        r"^(?:[Kk]illed\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?\p{L}+ \d+:\s+(?P<pid>\d+) Killed\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed)\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{2,}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?Killed$)",
-    )
+    let killed = killed_alternation();
+    static_regex(&format!(
+        r"^(?:(?:[Kk]illed|{killed})\s*$|(?:zsh|sh|bash): killed\s+(?P<cmd>\S.*)$|(?:.*: )?\p{{L}}+ \d+:\s+(?P<pid>\d+) (?:Killed|{killed})\s+(?P<cmd2>.*)$|\[\d+\]\s*[+-]?\s+(?:(?P<pid3>\d+)\s+)?(?:killed|Killed|{killed})\s+(?P<cmd3>\S.*)$|(?P<pid4>\d+)\s+killed\s{{2,}}(?P<cmd4>\S.*)$|.*(?:\]|it/s|s/it|%)\s?(?:Killed|{killed})$)",
+    ))
+});
+
+/// What bash prints for a child killed by SIGKILL under another locale: the translations
+/// of `Killed` in glibc's catalogues (`strsignal`, `libc.mo`) and in bash's own (`bash.mo`),
+/// as Debian 12 ships them, that are written in ASCII, and the Chinese one (`zh_CN`, the
+/// commonest other locale in the issue threads we read).
+///
+/// The others (`Getötet`, `Processus arrêté`, `強制終了`, `죽었음`, `Убито`, ...) are not
+/// read: every byte value an anchor holds becomes a class of the anchor automaton, which
+/// every state's row then spans. All 47 catalogue words cost a crash log 15 ms of start-up
+/// (65 ms to 80 ms), the Latin ones with diacritics 10 ms, Japanese and Korean 5 ms; these
+/// cost nothing measurable.
+///
+/// None holds a gate literal (see `crate::ingest::log::gate`) but the ones that contain
+/// `killed`, so in a log larger than the scan's head and tail (33 MiB) the others are read
+/// only where those or a failure's window reach; a shell prints its report last, in the tail.
+const KILLED_TRANSLATED: &[&str] = &[
+    // glibc (`libc.mo`)
+    "Matat",
+    "Zabit (SIGKILL)",
+    "Terminado (killed)",
+    "Tapettu",
+    "Matado",
+    "Ubijen",
+    "Terbunuh",
+    "Ucciso",
+    "Nutraukta (killed)",
+    "Drept",
+    "Unicestwiony",
+    "Morto",
+    "Pobit",
+    "已杀死",
+    // bash's own (`bash.mo`), where they differ
+    "Mort",
+    "Zabit",
+    "Abgebrochen (Killed)",
+    "Murdu",
+    "Maraithe",
+    "Dibunuh",
+    "Morto (Killed)",
+];
+
+/// [`KILLED_TRANSLATED`] as a regex alternation, longest first, so that `Morto (Killed)` is
+/// taken whole rather than as `Morto` followed by a command `(Killed)`.
+fn killed_alternation() -> String {
+    let mut words: Vec<&str> = KILLED_TRANSLATED.to_vec();
+    words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    words
+        .iter()
+        .map(|w| regex::escape(w))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// [`Host`]'s anchors: its own and [`KILLED_TRANSLATED`].
+static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    let own = [
+        "DataLoader worker",
+        "shared memory",
+        "/dev/shm",
+        "torch_",
+        "Killed",
+        // Exit code 137 as runners phrase it; a bare "137" hits timestamps and addresses.
+        "code 137",
+        "code (137)",
+        "code: 137",
+        "code=137",
+        "status 137",
+        "status: 137",
+        "exitcode: -9",
+        "exit code:",
+        // `docker ps -a`'s status column: `Exited (137) 3 minutes ago`.
+        "Exited (137)",
+        // DeepSpeed's launcher: `exits with return code = -9`.
+        "code = -9",
+        "code = 137",
+        // Lightning's launcher: `Child process with PID 652 terminated with code -9.`
+        "with code -9",
+        "num_workers",
+        "Errno 12",
+        "MemoryError",
+        "std::bad_alloc",
+        // `free`'s row and `top`'s summary (`MiB Mem :`).
+        "Mem:",
+        "Mem :",
+    ];
+    own.into_iter()
+        .chain(KILLED_TRANSLATED.iter().copied())
+        .collect()
 });
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
@@ -163,36 +256,7 @@ impl Recognizer for Host {
     }
 
     fn anchors(&self) -> &'static [&'static str] {
-        &[
-            "DataLoader worker",
-            "shared memory",
-            "/dev/shm",
-            "torch_",
-            "Killed",
-            // Exit code 137 as runners phrase it; a bare "137" hits timestamps and addresses.
-            "code 137",
-            "code (137)",
-            "code: 137",
-            "code=137",
-            "status 137",
-            "status: 137",
-            "exitcode: -9",
-            "exit code:",
-            // `docker ps -a`'s status column: `Exited (137) 3 minutes ago`.
-            "Exited (137)",
-            // DeepSpeed's launcher: `exits with return code = -9`.
-            "code = -9",
-            "code = 137",
-            // Lightning's launcher: `Child process with PID 652 terminated with code -9.`
-            "with code -9",
-            "num_workers",
-            "Errno 12",
-            "MemoryError",
-            "std::bad_alloc",
-            // `free`'s row and `top`'s summary (`MiB Mem :`).
-            "Mem:",
-            "Mem :",
-        ]
+        &HOST_ANCHORS
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
@@ -451,6 +515,33 @@ mod tests {
         ] {
             assert!(failure(localized).is_some(), "{localized}");
         }
+        // bash under another locale says `Killed` in the user's language.
+        for translated in [
+            "已杀死",
+            "Ucciso",
+            "Terminado (killed)",
+            "train.sh: 行 12: 31337 已杀死               python train.py --bs 64",
+            "run.sh: Zeile 3: 4711 Abgebrochen (Killed)  python train.py",
+            "[1]+  Morto (Killed)          python main.py",
+            "Epoch 3:  40%|####      | 40/100 [01:02<01:33,  1.55s/it]已杀死",
+        ] {
+            let f = failure(translated).unwrap_or_else(|| panic!("{translated}"));
+            assert_eq!(
+                f.get("host.killer").and_then(Value::as_str),
+                Some("shell"),
+                "{translated}"
+            );
+        }
+        let f = failure("train.sh: 行 12: 31337 已杀死               python train.py").unwrap();
+        assert_eq!(f.get("host.victim_pid"), Some(&Value::Num(31337.0)));
+        let f = failure("[1]+  Morto (Killed)          python main.py").unwrap();
+        assert_eq!(
+            f.get("host.victim_name").and_then(Value::as_str),
+            Some("python")
+        );
+        // A translation inside a sentence is not the shell's report.
+        assert!(failure("Mort de rire").is_none());
+        assert!(failure("Morto di fame").is_none());
         assert!(failure("[rank: 1] Child process with PID 652 terminated with code -9. Forcefully terminating all other processes to avoid zombies").is_some());
         let f = failure("train.sh: line 12: 31337 Killed                  python train.py --bs 64")
             .unwrap();

@@ -33,10 +33,11 @@ static EST_ROW: LazyLock<Regex> = LazyLock::new(|| {
 });
 static EST_MODEL: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"SW: Model with (?P<m>\d+)M total params"));
-/// `zero_optimization_stage ...... 3`, `"stage": 3`, `ZeRO Stage 3`, `zero_stage=3`.
+/// `zero_optimization_stage ...... 3`, `"stage": 3`, `ZeRO Stage 3`, `zero_stage=3`, and the
+/// engine's `Creating torch.float16 ZeRO stage 1 optimizer`.
 static STAGE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r#"(?:zero_optimization_stage\s*\.*\s*|"stage":\s*|ZeRO[- ]?Stage |zero_stage[=:\s]+)(?P<s>[0-3])\b"#,
+        r#"(?:zero_optimization_stage\s*\.*\s*|"stage":\s*|ZeRO[- ]?[Ss]tage |zero_stage[=:\s]+)(?P<s>[0-3])\b"#,
     )
 });
 static OFFLOAD: LazyLock<Regex> = LazyLock::new(|| {
@@ -307,6 +308,13 @@ mod tests {
                 "train.zero_stage"
             ),
             Some(Value::Num(3.0))
+        );
+        assert_eq!(
+            fact(
+                "[2024-03-11 09:14:04,118] [INFO] [logging.py:96:log_dist] [Rank 0] Creating torch.float16 ZeRO stage 1 optimizer",
+                "train.zero_stage"
+            ),
+            Some(Value::Num(1.0))
         );
         assert_eq!(
             fact(

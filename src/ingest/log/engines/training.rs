@@ -19,7 +19,7 @@ static CONFIG_KV: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r#"(?x)
         (?:^|[\s,({"'-])
-        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|grad_ckpt|mixed_precision|model_name_or_path|world_size|num_processes|nproc_per_node|optim)
+        (?P<key>per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size_per_gpu|micro_batch_size|train_batch_size|batch_size|gradient_accumulation_steps|max_seq_length|max_seq_len|seq_length|seq_len|block_size|max_length|cutoff_len|model_max_length|gradient_checkpointing|grad_ckpt|mixed_precision|model_name_or_path|world_size|num_processes|nproc_per_node|num_gpus|optim)
         ["']?\s*(?:=|:|\s)\s*["']?
         (?P<val>[\w./-]+)"#,
     )
@@ -156,9 +156,11 @@ impl Recognizer for Training {
             "cutoff_len",
             "mixed_precision",
             "world_size",
-            // Launchers: `accelerate launch --num_processes 2`, `torchrun --nproc_per_node=4`.
+            // Launchers: `accelerate launch --num_processes 2`, `torchrun --nproc_per_node=4`,
+            // `deepspeed --num_gpus 1`.
             "num_processes",
             "nproc_per_node",
+            "num_gpus",
             "Num processes",
             "bf16",
             "fp16",
@@ -356,7 +358,7 @@ impl Recognizer for Training {
                 }
                 "model_name_or_path" if v.len() > 1 && v != "None" => out.fact("model.name", v, sp),
                 // A launcher's process count on one node is the world size or a floor of it.
-                "world_size" | "num_processes" | "nproc_per_node" => {
+                "world_size" | "num_processes" | "nproc_per_node" | "num_gpus" => {
                     if let Some(n) = n.filter(|n| *n >= 1.0) {
                         out.fact("train.world_size", n, sp);
                     }
@@ -459,6 +461,7 @@ mod tests {
         for line in [
             "+ accelerate launch --num_processes 2 sft.py --model_name_or_path m",
             "torchrun --nproc_per_node=2 --master_port=29811 train.py",
+            "deepspeed --num_gpus 2 train.py --deepspeed_config ds.json",
         ] {
             assert!(
                 facts(line).contains(&("train.world_size", Value::from(2.0))),

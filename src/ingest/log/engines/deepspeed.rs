@@ -80,6 +80,7 @@ impl Recognizer for DeepSpeed {
             "gradient_accumulation_steps",
             "DeepSpeed info",
             "deepspeed/runtime/",
+            "deepspeed/pt/",
             "No executable batch size found",
             "cpu_adam",
             "arithmetic capability",
@@ -182,8 +183,8 @@ impl Recognizer for DeepSpeed {
             out.phase(PhaseMark::ModelLoad);
         }
         // A traceback through DeepSpeed's engine names it even when its banner is not in
-        // the pasted log.
-        if text.contains("deepspeed/runtime/") {
+        // the pasted log (`deepspeed/pt/`: its layout before 0.3, `deepspeed_light.py`).
+        if text.contains("deepspeed/runtime/") || text.contains("deepspeed/pt/") {
             out.engine(id::DEEPSPEED);
             return;
         }
@@ -251,6 +252,20 @@ mod tests {
             Observation::Fact { name: n, value } if n == name => Some(value),
             _ => None,
         })
+    }
+
+    #[test]
+    fn a_traceback_through_deepspeed_names_it_in_either_layout() {
+        for frame in [
+            r#"  File "/opt/venv/lib/python3.10/site-packages/deepspeed/runtime/zero/stage_1_and_2.py", line 654, in initialize_optimizer_states"#,
+            r#"  File "/opt/conda/lib/python3.6/site-packages/deepspeed/pt/deepspeed_zero_optimizer.py", line 357, in initialize_optimizer_states"#,
+        ] {
+            let named = run(frame)
+                .records
+                .into_iter()
+                .any(|r| matches!(r.obs, Observation::Engine(e) if e == id::DEEPSPEED));
+            assert!(named, "{frame}");
+        }
     }
 
     #[test]

@@ -360,6 +360,25 @@ fn classify_buffer(line: &Line<'_>) -> &'static str {
         {
             return "compute";
         }
+        // The 2023 loader printed its hyperparameters (`n_ctx`, `n_embd`, `mem required`)
+        // as `llama_model_load_internal:` lines: those are the model loading, not a context.
+        // Its builds offloaded no layer unless asked (`-ngl`, then `offloaded 20/43 layers
+        // to GPU`): without that the device held no weights, only the CUDA build's pinned
+        // and scratch buffers, so what failed is not known.
+        // 2023's context, created after the loading (`llama_new_context_with_model: kv self
+        // size  = 1600.00 MB`, `llama_init_from_file:`): the loader's lines above it are
+        // done, and what failed after it is not known from here.
+        if t.contains("kv self size") || t.contains("llama_init_from_file") {
+            return "unknown";
+        }
+        if t.contains("llama_model_load_internal") {
+            let offloaded = line.preceding(30).iter().any(|l| {
+                l.text.contains("llama_model_load_internal")
+                    && (l.text.contains("offloading") || l.text.contains("offloaded"))
+                    && !l.text.contains("offloaded 0/")
+            });
+            return if offloaded { "weights" } else { "unknown" };
+        }
         if t.contains("n_ctx")
             || t.contains("llama_context:")
             || t.contains("constructing llama_context")
@@ -384,6 +403,21 @@ fn classify_buffer(line: &Line<'_>) -> &'static str {
         }
     }
     "unknown"
+}
+
+/// Whether the 2023 loader's `llama_model_load_internal:` lines sit just above, with no
+/// context created after them: the model was loading.
+fn loading_2023(line: &Line<'_>) -> bool {
+    for l in line.preceding(30) {
+        let t = &l.text;
+        if t.contains("llama_new_context_with_model") || t.contains("llama_init_from_file") {
+            return false;
+        }
+        if t.contains("llama_model_load_internal") {
+            return true;
+        }
+    }
+    false
 }
 
 /// Whether this allocation failure is the pipeline-parallel compute buffer that llama.cpp
@@ -751,8 +785,10 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
     }
     if let Some(c) = CUDA_ERROR_2023.captures(text) {
         let _ = c;
+        // Those builds allocated as they evaluated, so a failure nothing else explains was
+        // the evaluation's; but not while the model was still loading (see `classify_buffer`).
         let kind = match classify(line) {
-            "unknown" => "runtime",
+            "unknown" if !loading_2023(line) => "runtime",
             k => k,
         };
         out.failure(device_failure(line, kind, "cuda", None));
@@ -1450,6 +1486,36 @@ llama_load_model_from_file: failed to load model\n";
         assert!(
             failure("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 100.00 MiB on device 0: cudaMalloc failed: CUDA-capable device(s) is/are busy or unavailable").is_none()
         );
+    }
+
+    /// 2023's loader printed the model's hyperparameters, `n_ctx` among them, as
+    /// `llama_model_load_internal:` lines: a CUDA error right after them is the loading,
+    /// not the KV cache (the context was created later, by `llama_init_from_file`), and the
+    /// weights only where layers were offloaded.
+    #[test]
+    fn a_failure_after_the_2023_loaders_hyperparameters_is_the_loading() {
+        use crate::ingest::log::grouping::analyze_log;
+        let log = "llama.cpp: loading model from models/13B/ggml-model-q4_0.bin\n\
+llama_model_load_internal: format     = ggjt v1 (latest)\n\
+llama_model_load_internal: n_ctx      = 2048\n\
+llama_model_load_internal: n_embd     = 5120\n\
+llama_model_load_internal: n_layer    = 40\n\
+llama_model_load_internal: ggml ctx size = 7759.84 KB\n\
+llama_model_load_internal: mem required  = 9807.47 MB (+ 1608.00 MB per state)\n\
+CUDA error 2 at ggml-cuda.cu:412: out of memory\n";
+        let input: InputName = Arc::from("t.log");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 1);
+        // No layer was offloaded: the device held no weights, and nothing was evaluated yet.
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.str("llamacpp.alloc_kind"), Some("unknown"));
+        let offloading = log.replace(
+            "llama_model_load_internal: mem required",
+            "llama_model_load_internal: offloaded 40/43 layers to GPU\nllama_model_load_internal: mem required",
+        );
+        let ev = analyze_log(&mut offloading.as_bytes(), &input).unwrap().0;
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.str("llamacpp.alloc_kind"), Some("weights"));
     }
 
     /// 2023's ggml context pool: a compute graph larger than the pool sized from the batch.

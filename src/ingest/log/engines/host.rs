@@ -56,9 +56,10 @@ static SHELL_KILLED: LazyLock<Regex> = LazyLock::new(|| {
 /// (65 ms to 80 ms), the Latin ones with diacritics 10 ms, Japanese and Korean 5 ms; these
 /// cost nothing measurable.
 ///
-/// None holds a gate literal (see `crate::ingest::log::gate`) but the ones that contain
-/// `killed`, so in a log larger than the scan's head and tail (33 MiB) the others are read
-/// only where those or a failure's window reach; a shell prints its report last, in the tail.
+/// Only those that contain `kill` (`Zabit (SIGKILL)`, `Morto (Killed)`) hold a gate literal
+/// (see `crate::ingest::log::gate`), so in a log larger than the scan's head and tail
+/// (33 MiB) the others are read only where those or a failure's window reach; a shell
+/// prints its report last, in the tail.
 const KILLED_TRANSLATED: &[&str] = &[
     // glibc (`libc.mo`)
     "Matat",

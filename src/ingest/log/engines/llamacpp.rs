@@ -360,17 +360,17 @@ fn classify_buffer(line: &Line<'_>) -> &'static str {
         {
             return "compute";
         }
-        // The 2023 loader printed its hyperparameters (`n_ctx`, `n_embd`, `mem required`)
-        // as `llama_model_load_internal:` lines: those are the model loading, not a context.
-        // Its builds offloaded no layer unless asked (`-ngl`, then `offloaded 20/43 layers
-        // to GPU`): without that the device held no weights, only the CUDA build's pinned
-        // and scratch buffers, so what failed is not known.
         // 2023's context, created after the loading (`llama_new_context_with_model: kv self
         // size  = 1600.00 MB`, `llama_init_from_file:`): the loader's lines above it are
         // done, and what failed after it is not known from here.
         if t.contains("kv self size") || t.contains("llama_init_from_file") {
             return "unknown";
         }
+        // The 2023 loader printed its hyperparameters (`n_ctx`, `n_embd`, `mem required`)
+        // as `llama_model_load_internal:` lines: those are the model loading, not a context.
+        // Its builds offloaded no layer unless asked (`-ngl`, then `offloaded 20/43 layers
+        // to GPU`): without that the device held no weights, only the CUDA build's pinned
+        // and scratch buffers, so what failed is not known.
         if t.contains("llama_model_load_internal") {
             let offloaded = line.preceding(30).iter().any(|l| {
                 l.text.contains("llama_model_load_internal")

@@ -63,6 +63,14 @@ fn filler(bytes: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A head and a tail far smaller than a few MiB of filler, so that a line in between is
+/// past both.
+const SMALL_HEAD_AND_TAIL: ScanPlan = ScanPlan {
+    head: 64 << 10,
+    tail: 256 << 10,
+    window: 16 << 10,
+};
+
 /// More than the scan's first read (2 MiB) and its look-ahead.
 const FILLER: usize = (2 << 20) + (256 << 10);
 
@@ -164,17 +172,12 @@ fn a_kill_reported_in_another_language_is_read_in_a_large_logs_tail() {
     // bash under a zh_CN locale reports SIGKILL as `已杀死`, which holds no gate literal: past
     // the head of a large log it is read because a shell prints it last, in the tail that is
     // walked in full (host.rs, `KILLED_TRANSLATED`).
-    let plan = ScanPlan {
-        head: 64 << 10,
-        tail: 256 << 10,
-        window: 16 << 10,
-    };
     let mut log = Vec::new();
     log.extend(filler(3 << 20));
     log.extend("train.sh: 行 12: 31337 已杀死               python train.py --bs 64\n".as_bytes());
     let kill_line = count_lines(&log);
     let input = Arc::from("t.log");
-    let (ev, _) = analyze_log_planned(&mut &log[..], &input, plan).unwrap();
+    let (ev, _) = analyze_log_planned(&mut &log[..], &input, SMALL_HEAD_AND_TAIL).unwrap();
     assert_eq!(ev.incidents.len(), 1, "{:?}", ev.incidents);
     assert_eq!(ev.incidents[0].first.line, Some(kill_line));
     assert_eq!(ev.incidents[0].kind, "host-oom");
@@ -189,11 +192,7 @@ fn count_lines(log: &[u8]) -> u64 {
 fn head_and_tail_are_walked_in_full() {
     // A banner in the head and a marker in the tail hold no gate literal; a marker in the
     // middle, far from any failure, is passed over.
-    let plan = ScanPlan {
-        head: 64 << 10,
-        tail: 256 << 10,
-        window: 16 << 10,
-    };
+    let plan = SMALL_HEAD_AND_TAIL;
     let mut log = Vec::new();
     log.extend(b"INFO 10:00:00 vllm serve /models/llama --max-model-len 8192\n");
     log.extend(filler(3 << 20));

@@ -292,11 +292,11 @@ static LOSS_LOG: LazyLock<Regex> =
 /// such a bar is one line of `\r`-separated updates (`0/500 [...]\r5/500 [...]\r...\r300/500
 /// [...]`), of which a terminal shows the last. Each piece is read as a line of its own and
 /// the highest count kept, as it is across lines. `None`: `re` matches no piece; `Some(None)`:
-/// it matches, but its counter does not read as a number.
+/// it matches, but `counter` reads no count from it.
 fn redrawn_count(
     line: &str,
     re: &Regex,
-    counter: impl for<'h> Fn(&regex::Captures<'h>) -> Option<regex::Match<'h>>,
+    counter: impl Fn(&regex::Captures<'_>) -> Option<u64>,
 ) -> Option<Option<u64>> {
     let mut matched = false;
     let mut highest = None;
@@ -305,11 +305,14 @@ fn redrawn_count(
             continue;
         };
         matched = true;
-        if let Some(n) = counter(&c).and_then(|m| m.as_str().parse::<u64>().ok()) {
-            highest = highest.max(Some(n));
-        }
+        highest = highest.max(counter(&c));
     }
     matched.then_some(highest)
+}
+
+/// A counter's digits as a number.
+fn count_of(m: Option<regex::Match<'_>>) -> Option<u64> {
+    m?.as_str().parse().ok()
 }
 
 /// Which of the progress regexes can match a line, from a word (or byte) each one's every
@@ -621,7 +624,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         }
         if let Some(count) = may
             .tqdm
-            .then(|| redrawn_count(t, &TQDM, |c| c.name("cur").or(c.name("rcur"))))
+            .then(|| redrawn_count(t, &TQDM, |c| count_of(c.name("cur").or(c.name("rcur")))))
             .flatten()
         {
             if let Some(n) = count {
@@ -633,8 +636,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             .then(|| {
                 // A counter past 10^8 is an id or a timestamp, not steps (per update).
                 redrawn_count(t, &STEP, |c| {
-                    c.name("n")
-                        .filter(|n| n.as_str().parse::<u64>().is_ok_and(|n| n < 100_000_000))
+                    count_of(c.name("n")).filter(|&n| n < 100_000_000)
                 })
             })
             .flatten()

@@ -351,7 +351,8 @@ fn classify_buffer(line: &Line<'_>) -> &'static str {
             return "compute";
         }
     }
-    for l in line.preceding(30) {
+    let above = line.preceding(30);
+    for l in &above {
         let t = &l.text;
         if t.contains("KV buffer size")
             || t.contains("KV self size")
@@ -372,7 +373,7 @@ fn classify_buffer(line: &Line<'_>) -> &'static str {
         // to GPU`): without that the device held no weights, only the CUDA build's pinned
         // and scratch buffers, so what failed is not known.
         if t.contains("llama_model_load_internal") {
-            let offloaded = line.preceding(30).iter().any(|l| {
+            let offloaded = above.iter().any(|l| {
                 l.text.contains("llama_model_load_internal")
                     && (l.text.contains("offloading") || l.text.contains("offloaded"))
                     && !l.text.contains("offloaded 0/")

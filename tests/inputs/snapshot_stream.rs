@@ -765,3 +765,237 @@ fn adding_to_an_entry_dict_after_its_batch_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+// ---- pipelined reads ------------------------------------------------------------------------
+
+/// What reading `bytes` with a snapshot decoder comes to: the analysis and the arena's dump,
+/// or the error, as text. `pipelined`: through `Pickle::from_blocks_with`, where the decoder
+/// works on a second thread while the next batch is parsed; otherwise on one thread.
+fn decoded_outcome(bytes: &[u8], limits: &PickleLimits, pipelined: bool) -> String {
+    let mut decoder = schema::StreamDecoder::new(limits);
+    let pickle = if pipelined {
+        let mut feed = Blocks::new(bytes, &[4093, 1, 65537, 300], 3);
+        Pickle::from_blocks_with(&mut feed, limits, &mut decoder)
+    } else {
+        Pickle::parse_with(bytes, limits, Some(&mut decoder))
+    };
+    match pickle {
+        Ok(p) => {
+            let arena = dump(&p).join("\n");
+            match decoder.finish(&p) {
+                Ok(snap) => {
+                    let analysis = oomdoctor::ingest::snapshot::analyze_snapshot(&snap, &name("x"));
+                    format!("{}\n{arena}", serde_json::to_string(&analysis).unwrap())
+                }
+                Err(e) => format!("decode error {e:?}"),
+            }
+        }
+        // The reader stops where the decoder does; its own offset is not reported.
+        Err(PickleError::Stopped { .. }) => format!("stopped: {:?}", decoder.error()),
+        Err(e) => format!("pickle error {e:?}"),
+    }
+}
+
+fn assert_pipelined_same(bytes: &[u8], limits: &PickleLimits, what: &str) {
+    let one = decoded_outcome(bytes, limits, false);
+    let two = decoded_outcome(bytes, limits, true);
+    assert!(
+        one == two,
+        "{what}: one thread\n{one:.2000}\npipelined\n{two:.2000}"
+    );
+}
+
+/// How a hand-made trace deviates from what PyTorch writes, to reach the pipeline's
+/// unusual paths.
+#[derive(Clone, Copy, PartialEq)]
+enum Twist {
+    None,
+    /// Between two batches, an `APPEND` into the `segments` list (made before the trace).
+    AppendToOldList,
+    /// Between two batches, a `SETITEM` into an entry dict of the batch before.
+    SetItemInReleasedEntry,
+    /// Each batch memoises one of its wide integers and a later batch gets it.
+    MemoisedNumbers,
+    /// The `host_traces` key follows, with its own lists.
+    HostTraces,
+}
+
+/// A snapshot whose trace is written as Python's pickler writes it: per device a list,
+/// its entries in batches of `batch` (`MARK ... APPENDS`, a last single one with `APPEND`),
+/// frame dicts memoised at first use and fetched by memo after; wide addresses.
+fn batched_trace(devices: &[usize], batch: usize, twist: Twist) -> Vec<u8> {
+    let mut w = W::new();
+    let mut memo = 0u32;
+    let mut next = || {
+        memo += 1;
+        memo - 1
+    };
+    w.raw(b"}");
+    let root = next();
+    w.put(root).raw(b"(").s("segments").raw(b"]");
+    let segments = next();
+    w.put(segments).s("device_traces").raw(b"](");
+    let mut frames: Vec<u32> = Vec::new();
+    let mut entry_memo: Option<u32> = None;
+    let mut number_memo: Option<u32> = None;
+    let lists: Vec<(&str, &[usize])> = if twist == Twist::HostTraces {
+        vec![("device_traces", devices), ("host_traces", &devices[..1])]
+    } else {
+        vec![("device_traces", devices)]
+    };
+    for (k, (key, devs)) in lists.iter().enumerate() {
+        if k > 0 {
+            w.raw(b"e").s(key).raw(b"](");
+        }
+        for (dev, &n) in devs.iter().enumerate() {
+            w.raw(b"]");
+            let mut i = 0;
+            while i < n {
+                let m = batch.min(n - i);
+                if i > 0 {
+                    match twist {
+                        Twist::AppendToOldList => {
+                            w.get(segments).s("stray").raw(b"a0");
+                        }
+                        Twist::SetItemInReleasedEntry if dev == 0 => {
+                            if let Some(e) = entry_memo {
+                                w.get(e).s("late").s("key").raw(b"s0");
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if m > 1 {
+                    w.raw(b"(");
+                }
+                for j in 0..m {
+                    let at = i + j;
+                    w.raw(b"}");
+                    if j == 0 {
+                        let e = next();
+                        w.put(e);
+                        entry_memo = Some(e);
+                    }
+                    w.raw(b"(").s("action").s(if at % 3 == 2 {
+                        "free_completed"
+                    } else {
+                        "alloc"
+                    });
+                    w.s("addr");
+                    if twist == Twist::MemoisedNumbers && j == 1 {
+                        if let Some(nm) = number_memo {
+                            w.get(nm);
+                        } else {
+                            w.int(0x4000_0000 + (at as i32 % 3) * 512);
+                        }
+                        let nm = next();
+                        w.raw(b"J")
+                            .raw(&(0x5000_0000i32 + at as i32).to_le_bytes())
+                            .put(nm)
+                            .raw(b"0");
+                        number_memo = Some(nm);
+                    } else {
+                        w.int(0x4000_0000 + (at as i32 % 3) * 512);
+                    }
+                    w.s("size").int(512 + (at as i32 % 7) * 0x100_0000);
+                    w.s("stream")
+                        .int(0)
+                        .s("time_us")
+                        .int(0x2000_0000 + at as i32);
+                    w.s("frames").raw(b"](");
+                    for f in 0..(2 + at % 4) {
+                        let id = (at * 7 + f * 3) % 40;
+                        if let Some(&h) = frames.get(id).filter(|&&h| h != u32::MAX) {
+                            w.get(h);
+                        } else {
+                            w.raw(b"}(")
+                                .s("filename")
+                                .s(&format!("model/layer_{id}.py"))
+                                .s("line")
+                                .int(10 + id as i32)
+                                .s("name")
+                                .s(&format!("forward_{}", id % 5))
+                                .raw(b"u");
+                            let h = next();
+                            w.put(h);
+                            if frames.len() <= id {
+                                frames.resize(id + 1, u32::MAX);
+                            }
+                            frames[id] = h;
+                        }
+                    }
+                    w.raw(b"eu");
+                }
+                w.raw(if m > 1 { b"e" } else { b"a" });
+                i += m;
+            }
+        }
+    }
+    w.raw(b"eu.");
+    w.0
+}
+
+#[test]
+fn pipelined_reads_of_real_snapshots_decode_as_one_thread_does() {
+    let limits = PickleLimits::default();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/snapshots");
+    let mut files = real_snapshots();
+    for e in std::fs::read_dir(fixtures).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "pickle") {
+            files.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+        }
+    }
+    assert!(files.len() >= 20, "the bundled snapshots are read");
+    for (path, bytes) in &files {
+        assert_pipelined_same(bytes, &limits, path);
+    }
+}
+
+#[test]
+fn pipelined_reads_of_batched_traces_decode_as_one_thread_does() {
+    let limits = PickleLimits::default();
+    for twist in [
+        Twist::None,
+        Twist::AppendToOldList,
+        Twist::SetItemInReleasedEntry,
+        Twist::MemoisedNumbers,
+        Twist::HostTraces,
+    ] {
+        for (devices, batch) in [
+            (&[1usize][..], 10),
+            (&[9], 10),
+            (&[31], 10),
+            (&[41, 0, 17], 10),
+            (&[2001, 1000], 1000),
+            (&[3, 2, 1, 5], 2),
+        ] {
+            let bytes = batched_trace(devices, batch, twist);
+            let what = format!("devices {devices:?} batch {batch}");
+            let one = decoded_outcome(&bytes, &limits, false);
+            assert!(
+                twist == Twist::SetItemInReleasedEntry || !one.starts_with("pickle error"),
+                "{what}: the hand-made trace reads: {one:.300}"
+            );
+            assert_pipelined_same(&bytes, &limits, &what);
+        }
+    }
+}
+
+/// Errors land the same: the decoder's walk budget running out mid-trace (it stops the
+/// reader, whatever the parser meets after), and the input cut anywhere.
+#[test]
+fn pipelined_reads_stop_and_fail_as_one_thread_does() {
+    let bytes = batched_trace(&[57, 12], 8, Twist::None);
+    for ratio in [0, 1] {
+        let limits = PickleLimits {
+            max_expansion_ratio: ratio,
+            ..PickleLimits::default()
+        };
+        assert_pipelined_same(&bytes, &limits, &format!("expansion ratio {ratio}"));
+    }
+    let limits = PickleLimits::default();
+    for cut in (0..bytes.len()).step_by(7) {
+        assert_pipelined_same(&bytes[..cut], &limits, &format!("cut at {cut}"));
+    }
+}

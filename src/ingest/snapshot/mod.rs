@@ -191,8 +191,9 @@ pub fn read_snapshot_from<R: std::io::Read>(
 /// use one ([`crate::input::ReadAhead`]): the pickle reader takes each filled block as its
 /// buffer ([`pickle::BlockFeed`]), so the parsing thread neither waits for the reads nor
 /// copies their bytes (about 5% of its time on a large snapshot; a gzip is decompressed
-/// there too, half the time of a gzipped one). On one core it is
-/// [`read_snapshot_from`].
+/// there too, half the time of a gzipped one); and the trace entries are decoded on a third,
+/// while the parser reads the next batches ([`Pickle::from_blocks_with`]). On one core it
+/// is [`read_snapshot_from`].
 pub fn read_snapshot_ahead<R: std::io::Read + Send + 'static>(
     reader: R,
     input: &InputName,

@@ -39,6 +39,11 @@
 //!   (it has already decoded it). A released container reads as empty, and adding to one
 //!   is refused (`pickle.dump` never does that). Numbers the batch made are dropped too,
 //!   unless something kept or memoised still refers to them.
+//! - Read from blocks ([`Pickle::from_blocks_with`]), a consumer that supports it
+//!   ([`ListSink::pipelining`]) decodes on a second thread: each closed batch goes to it
+//!   with what the arenas gained since, applied to its replica of them, while the next
+//!   batches are parsed; a batch is released when its verdict comes back (module
+//!   `pipeline`). The consumer sees the same calls on the same contents either way.
 //! - Strings are interned into one `String` arena (snapshots repeat the same file and
 //!   function names endlessly, each is stored once); bytes values are copied.
 //! - The virtual machine is a loop over opcodes with an explicit value stack and mark
@@ -67,6 +72,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
+
+mod pipeline;
 
 /// Limits that keep a hostile or corrupt pickle from exhausting memory or time.
 ///
@@ -240,6 +247,20 @@ const TAG_FROZENSET: u32 = 11;
 
 /// An `i64` that does not fit inline, in `Pickle::ints`.
 const TAG_INT64: u32 = 12;
+/// The same, in `Pickle::lane_ints[0]` and `[1]`: where a pipelined read (see
+/// [`Pickle::from_blocks_with`]) puts the numbers of its batches in turn with `ints`, so
+/// that a batch's numbers can be dropped while those of the batches after it are kept.
+const TAG_INT64_LANE1: u32 = 13;
+const TAG_INT64_LANE2: u32 = 14;
+
+/// The tag of a wide integer in lane `lane` (0: `ints`).
+fn int_tag(lane: u8) -> u32 {
+    match lane {
+        1 => TAG_INT64_LANE1,
+        2 => TAG_INT64_LANE2,
+        _ => TAG_INT64,
+    }
+}
 
 /// Integers in this range are stored inside the handle; others go to a side table.
 const INLINE_INT_MIN: i64 = -(1 << 27);
@@ -289,7 +310,7 @@ impl fmt::Debug for Handle {
             TAG_NONE => "None",
             TAG_BOOL => "Bool",
             TAG_INT => return write!(f, "Int({})", self.inline_int()),
-            TAG_INT64 => "Int64",
+            TAG_INT64 | TAG_INT64_LANE1 | TAG_INT64_LANE2 => "Int64",
             TAG_BIGINT => "BigInt",
             TAG_FLOAT => "Float",
             TAG_STR => "Str",
@@ -406,6 +427,7 @@ struct Chunk {
 /// A parsed pickle: the arenas and the root value. It owns everything it holds (strings
 /// are copied, interned, into one byte arena), so the input need not outlive it; the
 /// lifetime parameter is kept so that existing signatures (`Pickle<'_>`) stay valid.
+#[derive(Clone)]
 pub struct Pickle<'a> {
     protocol: Option<u8>,
     root: Handle,
@@ -417,6 +439,8 @@ pub struct Pickle<'a> {
     data: Vec<u8>,
     /// `i64`s too wide to be inline (addresses, timestamps, large sizes).
     ints: Vec<i64>,
+    /// The same, made by the batches of a pipelined read in lanes 1 and 2.
+    lane_ints: [Vec<i64>; 2],
     /// Integers wider than 64 bits.
     bigs: Vec<BigInt>,
     floats: Vec<f64>,
@@ -447,6 +471,45 @@ impl fmt::Debug for Pickle<'_> {
 }
 
 impl<'a> Pickle<'a> {
+    fn ints_len(&self, lane: u8) -> usize {
+        match lane {
+            1 => self.lane_ints[0].len(),
+            2 => self.lane_ints[1].len(),
+            _ => self.ints.len(),
+        }
+    }
+
+    /// The wide integers of lane `lane` (0: `ints`).
+    fn ints_of(&mut self, lane: u8) -> &mut Vec<i64> {
+        match lane {
+            1 => &mut self.lane_ints[0],
+            2 => &mut self.lane_ints[1],
+            _ => &mut self.ints,
+        }
+    }
+
+    fn empty() -> Pickle<'a> {
+        Pickle {
+            protocol: None,
+            root: Handle::NONE,
+            blobs: Vec::new(),
+            text: String::new(),
+            data: Vec::new(),
+            ints: Vec::new(),
+            lane_ints: [Vec::new(), Vec::new()],
+            bigs: Vec::new(),
+            floats: Vec::new(),
+            containers: Vec::new(),
+            chunks: Vec::new(),
+            items: Vec::new(),
+            end: 0,
+            leftover: 0,
+            input_len: 0,
+            input_len_lower_bound: false,
+            _input: std::marker::PhantomData,
+        }
+    }
+
     /// Reads a whole pickle held in memory. Stops at `STOP`; bytes after it are ignored, as
     /// Python does (see [`Pickle::end`] and [`Pickle::input_len`]).
     pub fn parse(input: &'a [u8], limits: &PickleLimits) -> Result<Pickle<'a>, PickleError> {
@@ -468,8 +531,13 @@ impl<'a> Pickle<'a> {
             });
         }
         let mut reader = input;
-        let mut pickle =
-            Pickle::run_machine(Feed::Read(&mut reader), limits, Some(input.len()), sink)?;
+        let mut pickle = Pickle::run_machine(
+            Feed::Read(&mut reader),
+            limits,
+            Some(input.len()),
+            sink,
+            false,
+        )?;
         pickle.input_len = input.len();
         pickle.input_len_lower_bound = false;
         Ok(pickle)
@@ -488,7 +556,7 @@ impl<'a> Pickle<'a> {
         mut reader: R,
         limits: &PickleLimits,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(Feed::Read(&mut reader), limits, None, None)
+        Pickle::run_machine(Feed::Read(&mut reader), limits, None, None, false)
     }
 
     /// [`Pickle::from_reader`], handing the elements of the lists `sink` takes to it as they
@@ -498,7 +566,7 @@ impl<'a> Pickle<'a> {
         limits: &PickleLimits,
         sink: &mut dyn ListSink,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(Feed::Read(&mut reader), limits, None, Some(sink))
+        Pickle::run_machine(Feed::Read(&mut reader), limits, None, Some(sink), false)
     }
 
     /// [`Pickle::from_reader`], the input taken in whole blocks from `feed` (filled on
@@ -507,17 +575,20 @@ impl<'a> Pickle<'a> {
         feed: &mut dyn BlockFeed,
         limits: &PickleLimits,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(Feed::Blocks(feed), limits, None, None)
+        Pickle::run_machine(Feed::Blocks(feed), limits, None, None, false)
     }
 
     /// [`Pickle::from_reader_with`], the input taken in whole blocks from `feed` (filled
-    /// on another thread) instead of read into the reader's own buffer.
+    /// on another thread) instead of read into the reader's own buffer; and, if the sink
+    /// supports it ([`ListSink::pipelining`]), pipelined: the sink decodes each batch of a
+    /// taken list on a worker thread while the next batch is parsed (module `pipeline`).
+    /// The sink sees the same calls on the same contents either way.
     pub fn from_blocks_with(
         feed: &mut dyn BlockFeed,
         limits: &PickleLimits,
         sink: &mut dyn ListSink,
     ) -> Result<Pickle<'static>, PickleError> {
-        Pickle::run_machine(Feed::Blocks(feed), limits, None, Some(sink))
+        Pickle::run_machine(Feed::Blocks(feed), limits, None, Some(sink), true)
     }
 
     fn run_machine<'x>(
@@ -525,9 +596,27 @@ impl<'a> Pickle<'a> {
         limits: &PickleLimits,
         size_hint: Option<usize>,
         sink: Option<&mut dyn ListSink>,
+        pipelined: bool,
+    ) -> Result<Pickle<'x>, PickleError> {
+        let might_take = sink
+            .as_deref()
+            .filter(|_| pipelined)
+            .and_then(|s| s.pipelining());
+        pipeline::with_worker(might_take, |pipe| {
+            Pickle::run_vm(feed, limits, size_hint, sink, pipe)
+        })
+    }
+
+    fn run_vm<'x, 's>(
+        feed: Feed<'_>,
+        limits: &PickleLimits,
+        size_hint: Option<usize>,
+        sink: Option<&'s mut dyn ListSink>,
+        pipe: Option<pipeline::Pipeline<'s>>,
     ) -> Result<Pickle<'x>, PickleError> {
         let streaming = sink.is_some();
         let mut vm = Machine::new(feed, limits, sink);
+        vm.pipe = pipe;
         if let Some(n) = size_hint.filter(|_| !streaming) {
             // Snapshots hold about one element handle per 6 input bytes and one memoised
             // object per 70: reserving that much up front saves the copies of repeated
@@ -537,7 +626,12 @@ impl<'a> Pickle<'a> {
             vm.pickle.containers.reserve(n / 100);
             vm.pickle.chunks.reserve(n / 100);
         }
-        let root = vm.run()?;
+        // A pipelined session ends with the read; the sink's stop outranks a later error of
+        // the parser's, as it would have stopped the read first.
+        let root = match vm.run() {
+            Ok(root) => vm.end_session().map(|()| root),
+            Err(e) => vm.end_session().and(Err(e)),
+        }?;
         let end = vm.src.offset();
         let leftover = vm.stack.len() + vm.marks.len();
         let (trailing, more) = vm.src.count_rest(TRAILING_PEEK_BYTES);
@@ -593,6 +687,8 @@ impl<'a> Pickle<'a> {
     pub fn object_count(&self) -> usize {
         self.blobs.len()
             + self.ints.len()
+            + self.lane_ints[0].len()
+            + self.lane_ints[1].len()
             + self.bigs.len()
             + self.floats.len()
             + self.containers.len()
@@ -621,6 +717,12 @@ impl<'a> Pickle<'a> {
             TAG_BOOL => Value::Bool(i != 0),
             TAG_INT => Value::Int(h.inline_int()),
             TAG_INT64 => self.ints.get(i).map_or(Value::None, |&v| Value::Int(v)),
+            TAG_INT64_LANE1 => self.lane_ints[0]
+                .get(i)
+                .map_or(Value::None, |&v| Value::Int(v)),
+            TAG_INT64_LANE2 => self.lane_ints[1]
+                .get(i)
+                .map_or(Value::None, |&v| Value::Int(v)),
             TAG_BIGINT => self.bigs.get(i).map_or(Value::None, |&b| Value::BigInt(b)),
             TAG_FLOAT => self.floats.get(i).map_or(Value::None, |&f| Value::Float(f)),
             TAG_STR => Value::Str(self.blob_str(i)),
@@ -881,7 +983,7 @@ impl Iterator for Pairs<'_> {
 /// released (their items and chunks are freed; the container keeps its index and the
 /// sink's note, see [`Pickle::released`]) and the items of the others are compacted, so
 /// the arena holds at most one batch of taken elements at a time.
-pub trait ListSink {
+pub trait ListSink: Send {
     /// Whether the list at `stack[target]` is one the sink takes; `offset`: input bytes
     /// read. `Err` stops the reader ([`PickleError::Stopped`]); the sink keeps the reason.
     #[allow(clippy::result_unit_err)]
@@ -905,10 +1007,19 @@ pub trait ListSink {
     /// batch) and will never need its contents again; the note is kept for
     /// [`Pickle::released`]. `None` keeps the container.
     fn release(&mut self, p: &Pickle<'_>, c: ContainerId) -> Option<(u32, u32)>;
+    /// For a pipelined read ([`Pickle::from_blocks_with`]): a check, on the pickle alone,
+    /// of whether [`ListSink::takes`] could answer `true` for the list at `stack[target]`
+    /// when it has not taken it (`false` must mean it would not; `true` ends the pipelined
+    /// session and asks `takes`). `None` (the default): the sink is not moved to another
+    /// thread and the read is not pipelined.
+    #[allow(clippy::type_complexity)]
+    fn pipelining(&self) -> Option<fn(&Pickle<'_>, &[Handle], usize) -> bool> {
+        None
+    }
 }
 
 /// An `APPENDS` batch into a taken list: the arena lengths at its MARK.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Batch {
     /// Index of the batch's MARK in `Machine::marks`.
     depth: usize,
@@ -916,6 +1027,9 @@ struct Batch {
     items: usize,
     chunks: usize,
     containers: usize,
+    /// The lane its wide integers go to (a pipelined read takes them in turn).
+    lane: u8,
+    /// The length of its lane's integer arena.
     ints: usize,
     bigs: usize,
     floats: usize,
@@ -1243,6 +1357,12 @@ impl Source<'_> {
 struct Machine<'r, 'l, 's> {
     pickle: Pickle<'static>,
     sink: Option<&'s mut dyn ListSink>,
+    /// A pipelined read's parser side (see `pipeline`).
+    pipe: Option<pipeline::Pipeline<'s>>,
+    /// The container indices of the lists the sink took.
+    taken: Vec<u32>,
+    /// The lane wide integers go to (see `TAG_INT64_LANE1`; 0 but in a pipelined batch).
+    lane: u8,
     /// The open batch into a taken list, if any.
     batch: Option<Batch>,
     /// The batch whose MARK the last `pop_mark` popped.
@@ -1309,26 +1429,12 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
     fn new(feed: Feed<'r>, limits: &'l PickleLimits, sink: Option<&'s mut dyn ListSink>) -> Self {
         Machine {
             sink,
+            pipe: None,
+            taken: Vec::new(),
+            lane: 0,
             batch: None,
             closed: None,
-            pickle: Pickle {
-                protocol: None,
-                root: Handle::NONE,
-                blobs: Vec::new(),
-                text: String::new(),
-                data: Vec::new(),
-                ints: Vec::new(),
-                bigs: Vec::new(),
-                floats: Vec::new(),
-                containers: Vec::new(),
-                chunks: Vec::new(),
-                items: Vec::new(),
-                end: 0,
-                leftover: 0,
-                input_len: 0,
-                input_len_lower_bound: false,
-                _input: std::marker::PhantomData,
-            },
+            pickle: Pickle::empty(),
             limits,
             src: Source {
                 feed,
@@ -1500,6 +1606,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
         self.closed = None;
         if self.batch.is_some_and(|b| self.marks.len() <= b.depth) {
             self.closed = self.batch.take();
+            self.lane = 0;
         }
         Ok(from)
     }
@@ -1538,6 +1645,8 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
         if handles == 0 {
             return Ok(());
         }
+        // A pipelined session's replica holds the container already: end the session.
+        self.before_change(c)?;
         let Some(container) = self.pickle.containers.get(c).copied() else {
             return Err(self.malformed("reference to a container that does not exist"));
         };
@@ -1691,9 +1800,10 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             Ok(Handle::new(TAG_INT, v as u64))
         } else {
             self.check_objects()?;
-            let idx = self.pickle.ints.len();
-            self.pickle.ints.push(v);
-            Ok(Handle::new(TAG_INT64, idx as u64))
+            let arena = self.pickle.ints_of(self.lane);
+            let idx = arena.len();
+            arena.push(v);
+            Ok(Handle::new(int_tag(self.lane), idx as u64))
         }
     }
 
@@ -1726,7 +1836,10 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
     fn memo_put(&mut self, idx: u64, h: Handle) -> Result<(), PickleError> {
         if let Some(b) = &mut self.batch {
             // A number the batch made stays reachable: keep the number arenas.
-            b.keep_numbers |= matches!(h.tag(), TAG_INT64 | TAG_BIGINT | TAG_FLOAT);
+            b.keep_numbers |= matches!(
+                h.tag(),
+                TAG_INT64 | TAG_INT64_LANE1 | TAG_INT64_LANE2 | TAG_BIGINT | TAG_FLOAT
+            );
         }
         if idx >= self.limits.max_memo_entries {
             return Err(self.limit("a memo index", self.limits.max_memo_entries));
@@ -2147,7 +2260,11 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
                     if self.sink_takes(from - 1)? {
                         self.hand_over(target, from)?;
                         if let Some(b) = closed.filter(|b| b.list as usize == target.index()) {
-                            self.release_batch(&b);
+                            if self.session().is_some() {
+                                self.session_close(b)?;
+                            } else {
+                                self.release_batch(&b);
+                            }
                         }
                     } else {
                         let n = self.stack.len() - from;
@@ -2292,11 +2409,22 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
     /// Whether the sink takes the list at `stack[target]`.
     #[inline]
     fn sink_takes(&mut self, target: usize) -> Result<bool, PickleError> {
+        if let Some(answer) = self.session_takes(target) {
+            return answer;
+        }
         let Some(sink) = self.sink.as_deref_mut() else {
             return Ok(false);
         };
-        sink.takes(&self.pickle, &self.stack, target, self.src.offset())
-            .map_err(|()| PickleError::Stopped { offset: self.op_at })
+        let takes = sink
+            .takes(&self.pickle, &self.stack, target, self.src.offset())
+            .map_err(|()| PickleError::Stopped { offset: self.op_at })?;
+        if let Some(list) = self.stack.get(target).map(|h| h.index() as u32)
+            && takes
+            && !self.taken.contains(&list)
+        {
+            self.taken.push(list);
+        }
+        Ok(takes)
     }
 
     /// Hands `stack[from..]` to the sink as elements of the taken list `list`.
@@ -2316,6 +2444,11 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             ));
         }
         self.pickle.containers[list.index()].len = new_len as u32;
+        if self.hold_hand_over(list.index() as u32, new_len as u32, from, offset) {
+            self.stack.truncate(from);
+            return Ok(());
+        }
+        self.before_change(list.index())?;
         if let Some(sink) = self.sink.as_deref_mut() {
             sink.take(
                 &self.pickle,
@@ -2332,6 +2465,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
     /// Records the arena lengths at the MARK just pushed: an `APPENDS` batch into the taken
     /// list below it begins.
     fn open_batch(&mut self) {
+        self.batch_opens();
         let p = &self.pickle;
         self.batch = Some(Batch {
             depth: self.marks.len() - 1,
@@ -2339,7 +2473,8 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             items: p.items.len(),
             chunks: p.chunks.len(),
             containers: p.containers.len(),
-            ints: p.ints.len(),
+            lane: self.lane,
+            ints: p.ints_len(self.lane),
             bigs: p.bigs.len(),
             floats: p.floats.len(),
             keep_numbers: false,
@@ -2355,86 +2490,12 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
         let Some(sink) = self.sink.as_deref_mut() else {
             return;
         };
-        let p = &mut self.pickle;
-        // A container older than the batch got items during it (only a hand-made pickle
-        // does that): keep everything. Memo entries need no check: a container the sink
-        // consumed is recognised by it when the memo hands it back, the others are kept,
-        // and memoised numbers set `keep_numbers`.
-        if b.min_target < b.containers
-            || p.chunks.len() < b.chunks
-            || (b.chunks > 0 && Some(p.chunks[b.chunks - 1].len) != b.last_chunk_len)
-        {
-            return;
+        if let Some(pipe) = self.pipe.as_mut() {
+            // Outside a session: the worker's replica is no longer level.
+            pipe.level = false;
         }
-        // Which containers the sink consumed; the chunks of the others, to move down.
-        let mut moved: Vec<(u32, u32, u32)> = Vec::new();
-        for c in b.containers..p.containers.len() {
-            match sink.release(p, ContainerId(c as u32)) {
-                Some((note_a, note_b)) => {
-                    p.containers[c] = Container {
-                        head: RELEASED,
-                        tail: note_a,
-                        len: note_b,
-                    };
-                }
-                None => {
-                    let mut chunk = p.containers[c].head;
-                    while let Some(k) = p.chunks.get(chunk as usize) {
-                        moved.push((k.start, k.len, c as u32));
-                        chunk = k.next;
-                    }
-                    p.containers[c].head = NO_CHUNK;
-                    p.containers[c].tail = NO_CHUNK;
-                }
-            }
-        }
-        // Move the kept items down, in arena order, so that no copy overwrites a source not
-        // yet copied; each container's chunks come in chain order.
-        moved.sort_unstable_by_key(|m| m.0);
-        p.chunks.truncate(b.chunks);
-        let mut write = b.items;
-        let keep = b.keep_numbers;
-        let (mut keep_ints, mut keep_bigs, mut keep_floats) = (keep, keep, keep);
-        let mut note_scalar = |h: Handle| {
-            let i = h.index();
-            match h.tag() {
-                TAG_INT64 => keep_ints |= i >= b.ints,
-                TAG_BIGINT => keep_bigs |= i >= b.bigs,
-                TAG_FLOAT => keep_floats |= i >= b.floats,
-                _ => {}
-            }
-        };
-        for &(start, len, c) in &moved {
-            let start = start as usize;
-            for &h in &p.items[start..start + len as usize] {
-                note_scalar(h);
-            }
-            p.items.copy_within(start..start + len as usize, write);
-            let idx = p.chunks.len() as u32;
-            p.chunks.push(Chunk {
-                start: write as u32,
-                len,
-                next: NO_CHUNK,
-            });
-            let container = &mut p.containers[c as usize];
-            if let Some(prev) = p.chunks.get_mut(container.tail as usize) {
-                prev.next = idx;
-            } else {
-                container.head = idx;
-            }
-            container.tail = idx;
-            write += len as usize;
-        }
-        p.items.truncate(write);
-        if !keep_ints {
-            p.ints.truncate(b.ints);
-        }
-        if !keep_bigs {
-            p.bigs.truncate(b.bigs);
-        }
-        if !keep_floats {
-            p.floats.truncate(b.floats);
-        }
+        let end = ArenaLens::of(&self.pickle, b.lane);
+        release_batch_in(&mut self.pickle, b, &end, |p, c| sink.release(p, c));
     }
 
     fn refused(&self, op: u8, detail: String) -> PickleError {
@@ -2445,6 +2506,175 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             detail,
         }
     }
+}
+
+/// The arena lengths when a batch closed (a pipelined read releases it later, with the
+/// next batch above it in the arenas).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct ArenaLens {
+    containers: usize,
+    chunks: usize,
+    items: usize,
+    /// Of the batch's integer arena.
+    ints: usize,
+    bigs: usize,
+    floats: usize,
+}
+
+impl ArenaLens {
+    fn of(p: &Pickle<'_>, lane: u8) -> ArenaLens {
+        ArenaLens {
+            containers: p.containers.len(),
+            chunks: p.chunks.len(),
+            items: p.items.len(),
+            ints: p.ints_len(lane),
+            bigs: p.bigs.len(),
+            floats: p.floats.len(),
+        }
+    }
+}
+
+/// How far a release moved what lay above the batch it released, down the item and chunk
+/// arenas: marks at or above the batch's end move down by these.
+#[derive(Clone, Copy, Debug, Default)]
+struct Shift {
+    items: usize,
+    chunks: usize,
+}
+
+/// Releases batch `b`, which closed at `end`: every container it created (below
+/// `end.containers`) that `decide` says was consumed is released with `decide`'s note; the
+/// items of the others, and of every container made since `end` (a pipelined read
+/// releases a batch when the next one has closed), are moved down in arena order. The
+/// batch's numbers are dropped when nothing kept refers to them and nothing was added to
+/// their arena since `end`. The parser and a pipelined read's replica both call this, with
+/// the same arguments, so that their arenas stay equal.
+fn release_batch_in(
+    p: &mut Pickle<'_>,
+    b: &Batch,
+    end: &ArenaLens,
+    mut decide: impl FnMut(&Pickle<'_>, ContainerId) -> Option<(u32, u32)>,
+) -> Shift {
+    // A container older than the batch got items during it (only a hand-made pickle
+    // does that): keep everything. Memo entries need no check: a container the sink
+    // consumed is recognised by it when the memo hands it back, the others are kept,
+    // and memoised numbers set `keep_numbers`.
+    if b.min_target < b.containers
+        || p.chunks.len() < b.chunks
+        || (b.chunks > 0 && Some(p.chunks[b.chunks - 1].len) != b.last_chunk_len)
+    {
+        return Shift::default();
+    }
+    // Which containers the sink consumed; the chunks of the others, to move down.
+    let mut moved: Vec<(u32, u32, u32)> = Vec::new();
+    for c in b.containers..end.containers {
+        match decide(p, ContainerId(c as u32)) {
+            Some((note_a, note_b)) => {
+                p.containers[c] = Container {
+                    head: RELEASED,
+                    tail: note_a,
+                    len: note_b,
+                };
+            }
+            None => {
+                let mut chunk = p.containers[c].head;
+                while let Some(k) = p.chunks.get(chunk as usize) {
+                    moved.push((k.start, k.len, c as u32));
+                    chunk = k.next;
+                }
+                p.containers[c].head = NO_CHUNK;
+                p.containers[c].tail = NO_CHUNK;
+            }
+        }
+    }
+    // Move the kept items down, in arena order, so that no copy overwrites a source not
+    // yet copied; each container's chunks come in chain order. What lies above the
+    // batch's end moves after them, as one block.
+    moved.sort_unstable_by_key(|m| m.0);
+    let above_chunks: Vec<Chunk> = p
+        .chunks
+        .get(end.chunks..)
+        .map_or_else(Vec::new, <[Chunk]>::to_vec);
+    p.chunks.truncate(b.chunks);
+    let mut write = b.items;
+    let keep = b.keep_numbers;
+    let (mut keep_ints, mut keep_bigs, mut keep_floats) = (keep, keep, keep);
+    let int_tag = int_tag(b.lane);
+    let mut note_scalar = |h: Handle| {
+        let i = h.index();
+        match h.tag() {
+            t if t == int_tag => keep_ints |= i >= b.ints,
+            TAG_BIGINT => keep_bigs |= i >= b.bigs,
+            TAG_FLOAT => keep_floats |= i >= b.floats,
+            _ => {}
+        }
+    };
+    for &(start, len, c) in &moved {
+        let start = start as usize;
+        for &h in &p.items[start..start + len as usize] {
+            note_scalar(h);
+        }
+        p.items.copy_within(start..start + len as usize, write);
+        let idx = p.chunks.len() as u32;
+        p.chunks.push(Chunk {
+            start: write as u32,
+            len,
+            next: NO_CHUNK,
+        });
+        let container = &mut p.containers[c as usize];
+        if let Some(prev) = p.chunks.get_mut(container.tail as usize) {
+            prev.next = idx;
+        } else {
+            container.head = idx;
+        }
+        container.tail = idx;
+        write += len as usize;
+    }
+    // Everything made since the batch closed (a pipelined read's next batch) belongs to
+    // containers made since, whose chunks are all above `end.chunks` in order: it moves
+    // down by one distance, links and all.
+    let shift = Shift {
+        items: end.items - write,
+        chunks: end.chunks - p.chunks.len(),
+    };
+    if end.items < p.items.len() {
+        p.items.copy_within(end.items.., write);
+        write += p.items.len() - end.items;
+    }
+    p.items.truncate(write);
+    if shift.chunks > 0 || shift.items > 0 {
+        let down = |link: u32| {
+            if link == NO_CHUNK || link == RELEASED {
+                link
+            } else {
+                link - shift.chunks as u32
+            }
+        };
+        p.chunks.extend(above_chunks.iter().map(|k| Chunk {
+            start: k.start - shift.items as u32,
+            len: k.len,
+            next: down(k.next),
+        }));
+        for c in &mut p.containers[end.containers..] {
+            if c.head != RELEASED {
+                c.head = down(c.head);
+                c.tail = down(c.tail);
+            }
+        }
+    } else {
+        p.chunks.extend_from_slice(&above_chunks);
+    }
+    let ints = p.ints_of(b.lane);
+    if !keep_ints && ints.len() == end.ints {
+        ints.truncate(b.ints);
+    }
+    if !keep_bigs && p.bigs.len() == end.bigs {
+        p.bigs.truncate(b.bigs);
+    }
+    if !keep_floats && p.floats.len() == end.floats {
+        p.floats.truncate(b.floats);
+    }
+    shift
 }
 
 /// Appends a bytes blob (not interned); its index.

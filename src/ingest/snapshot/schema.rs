@@ -690,23 +690,9 @@ impl ListSink for StreamDecoder {
         if self.st.taken.iter().any(|t| t.list == list.index() as u32) {
             return Ok(true);
         }
-        // `root[K][dev]` with K = device_traces or host_traces: under the list, the
-        // previous device lists (if written in one batch), the outer list, then the key, at
-        // an odd stack index above the root dict at the bottom (the pairs between them are
-        // the root's earlier pairs, not yet set).
-        let mut k = target;
-        loop {
-            if k == 0 || target - k > 4096 {
-                return Ok(false);
-            }
-            k -= 1;
-            if !matches!(p.value(stack[k]), Value::List(_)) {
-                break;
-            }
-        }
-        if k % 2 == 0 || k + 2 > target || p.as_dict(stack[0]).is_none() {
+        let Some(k) = traces_key_at(p, stack, target) else {
             return Ok(false);
-        }
+        };
         let limit = self.st.limits.walk_budget(offset as usize);
         let mut d = Decoder::new(p, &mut self.st, limit);
         let name = match d.sym(stack[k]) {
@@ -752,6 +738,10 @@ impl ListSink for StreamDecoder {
         result.map_err(|e| self.st.error = Some(e))
     }
 
+    fn pipelining(&self) -> Option<fn(&Pickle<'_>, &[Handle], usize) -> bool> {
+        Some(might_take)
+    }
+
     fn release(&mut self, _p: &Pickle<'_>, c: ContainerId) -> Option<(u32, u32)> {
         let st = &self.st;
         if let Some(&note) = st.batch_entries.get(&(c.index() as u32)) {
@@ -767,6 +757,42 @@ impl ListSink for StreamDecoder {
         }
         None
     }
+}
+
+/// Where the key of a list `StreamDecoder::takes` would take sits on the stack: `None`
+/// unless the list at `stack[target]` is `root[K][dev]`. Under the list are the previous
+/// device lists (if written in one batch), the outer list, then the key K, at an odd stack
+/// index above the root dict at the bottom (the pairs between them are the root's earlier
+/// pairs, not yet set).
+fn traces_key_at(p: &Pickle<'_>, stack: &[Handle], target: usize) -> Option<usize> {
+    let mut k = target;
+    loop {
+        if k == 0 || target - k > 4096 {
+            return None;
+        }
+        k -= 1;
+        if !matches!(p.value(stack[k]), Value::List(_)) {
+            break;
+        }
+    }
+    if k % 2 == 0 || k + 2 > target || p.as_dict(stack[0]).is_none() {
+        return None;
+    }
+    Some(k)
+}
+
+/// Whether `StreamDecoder::takes` could take the list at `stack[target]` if it has not
+/// taken it yet: what `takes` checks, on the pickle alone (K is `device_traces` or
+/// `host_traces`), so that a pipelined read can ask it while the decoder is on another
+/// thread.
+fn might_take(p: &Pickle<'_>, stack: &[Handle], target: usize) -> bool {
+    stack.get(target).and_then(|&h| p.as_sequence(h)).is_some()
+        && traces_key_at(p, stack, target).is_some_and(|k| {
+            matches!(
+                p.as_str(stack[k]).map(sym_of),
+                Some(Sym::DeviceTraces | Sym::HostTraces)
+            )
+        })
 }
 
 /// How many entries of a batch `Decoder::prefetch_frame_lists` warms at a time.

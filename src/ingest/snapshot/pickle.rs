@@ -471,6 +471,7 @@ impl fmt::Debug for Pickle<'_> {
 }
 
 impl<'a> Pickle<'a> {
+    /// How many wide integers lane `lane` (0: `ints`) holds.
     fn ints_len(&self, lane: u8) -> usize {
         match lane {
             1 => self.lane_ints[0].len(),
@@ -2448,6 +2449,7 @@ impl<'r, 'l, 's> Machine<'r, 'l, 's> {
             self.stack.truncate(from);
             return Ok(());
         }
+        // Outside a pipelined session: a replica's copy of the list is no longer level.
         self.before_change(list.index())?;
         if let Some(sink) = self.sink.as_deref_mut() {
             sink.take(

@@ -22,7 +22,7 @@
 //! when the pickle is read on one thread; the verdicts and notes are the sink's own.
 //! Anything outside that steady state (adding to a container the replica already holds,
 //! a list the sink might start to take, the end of the pickle, an error) first ends the
-//! session: the pending verdict is applied, the sink comes back, and hand-overs not yet
+//! session: the pending verdicts are applied, the sink comes back, and hand-overs not yet
 //! sent are given to it on the parser's thread. A later batch may start a new session;
 //! the worker keeps its replica, which is reused when nothing it holds changed meanwhile.
 

@@ -44,6 +44,21 @@ const LANES: u8 = 3;
 /// that ends a session at every batch must not make the copies quadratic.
 const MAX_SESSIONS: u32 = 64;
 
+/// The largest arenas copied to start a session (see `arena_bytes`).
+const MAX_REPLICA_BYTES: usize = 64 << 20;
+
+/// About how many bytes the arenas of `p` hold.
+fn arena_bytes(p: &Pickle<'_>) -> usize {
+    p.items.len() * size_of::<Handle>()
+        + p.containers.len() * size_of::<Container>()
+        + p.chunks.len() * size_of::<Chunk>()
+        + p.blobs.len() * size_of::<Blob>()
+        + p.text.len()
+        + p.data.len()
+        + (p.ints.len() + p.lane_ints[0].len() + p.lane_ints[1].len() + p.floats.len()) * 8
+        + p.bigs.len() * size_of::<super::BigInt>()
+}
+
 /// How long each arena was when the replica was last brought level with the parser.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Watermark {
@@ -410,6 +425,16 @@ impl<'s> Machine<'_, '_, 's> {
         let Some(pipe) = self.pipe.as_mut() else {
             return;
         };
+        if !pipe.active
+            && pipe.sessions_left > 0
+            && !pipe.level
+            && arena_bytes(&self.pickle) > MAX_REPLICA_BYTES
+        {
+            // What comes before the trace is most of the file (segments with long
+            // histories): a copy would cost more memory than decoding beside the parser
+            // saves time on what is left. Read on one thread.
+            pipe.sessions_left = 0;
+        }
         if !pipe.active && pipe.sessions_left > 0 {
             if let Some(sink) = self.sink.take() {
                 let replica = (!pipe.level).then(|| Box::new(self.pickle.clone()));

@@ -235,6 +235,23 @@ pub(super) struct Pipeline<'s> {
     next_lane: u8,
 }
 
+impl Pipeline<'_> {
+    /// Receives the verdicts of the `n` oldest pending batches (their jobs come back to
+    /// be filled again); `false` if the sink stopped the read instead.
+    fn await_verdicts(&mut self, n: usize) -> bool {
+        for k in 0..n {
+            match self.replies.recv() {
+                Ok(Reply::Verdict(v, spent)) => {
+                    self.pending[k].2 = v;
+                    self.spare.push(*spent);
+                }
+                _ => return false,
+            }
+        }
+        true
+    }
+}
+
 /// Runs `read` with a worker thread for a pipelined read, given the sink's check
 /// ([`ListSink::pipelining`]; `None`: `read` runs alone).
 #[allow(clippy::type_complexity)]
@@ -490,14 +507,8 @@ impl<'s> Machine<'_, '_, 's> {
             return Ok(());
         };
         let release = usize::from(pipe.pending.len() >= DEPTH);
-        for k in 0..release {
-            match pipe.replies.recv() {
-                Ok(Reply::Verdict(v, spent)) => {
-                    pipe.pending[k].2 = v;
-                    pipe.spare.push(*spent);
-                }
-                _ => return self.session_stopped(),
-            }
+        if !pipe.await_verdicts(release) {
+            return self.session_stopped();
         }
         // The replica gets what the arenas gained as it was before the release, then does
         // the same release.
@@ -541,19 +552,7 @@ impl<'s> Machine<'_, '_, 's> {
             return Ok(());
         };
         pipe.active = false;
-        let mut stopped = false;
-        for k in 0..pipe.pending.len() {
-            match pipe.replies.recv() {
-                Ok(Reply::Verdict(v, spent)) => {
-                    pipe.pending[k].2 = v;
-                    pipe.spare.push(*spent);
-                }
-                _ => {
-                    stopped = true;
-                    break;
-                }
-            }
-        }
+        let stopped = !pipe.await_verdicts(pipe.pending.len());
         let mut delta = Box::new(pipe.spare.pop().map(|j| j.delta).unwrap_or_default());
         delta.fill(&self.pickle, &pipe.synced);
         let release = if stopped { 0 } else { pipe.pending.len() };

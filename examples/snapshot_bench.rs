@@ -15,7 +15,10 @@ use std::time::Instant;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::facts::units::format_bytes;
 use oomdoctor::ingest::snapshot::pickle::{Pickle, PickleLimits};
-use oomdoctor::ingest::snapshot::{read_snapshot, read_snapshot_ahead, read_snapshot_from};
+use oomdoctor::ingest::snapshot::{
+    read_snapshot, read_snapshot_ahead, read_snapshot_blocks, read_snapshot_from,
+};
+use oomdoctor::input::MappedBlocks;
 
 fn main() -> miette::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -29,18 +32,26 @@ fn main() -> miette::Result<()> {
     }
     let t0 = Instant::now();
     let input: InputName = Arc::from(path.as_str());
-    // As the app reads it: streamed from the file in blocks read ahead on a second thread,
-    // never held whole (`--no-read-ahead` reads it on this thread through the pickle
-    // reader's buffer; `--whole` reads it into memory first, as before issue 15).
+    // As the app reads it: streamed from the file, never held whole, in blocks copied out
+    // of a map (a file of 8 MiB or more, on two cores or more) or read ahead on a second
+    // thread (`--read-ahead` forces that; `--no-read-ahead` reads it on this thread through
+    // the pickle reader's buffer; `--whole` reads it into memory first, as before issue 15).
+    let limits = PickleLimits::default();
     let analysis = if mode == "--whole" {
         let bytes = std::fs::read(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
-        read_snapshot(&bytes, &input, &PickleLimits::default())?
+        read_snapshot(&bytes, &input, &limits)?
     } else {
         let file = std::fs::File::open(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
-        if mode == "--no-read-ahead" {
-            read_snapshot_from(file, &input, &PickleLimits::default())?
-        } else {
-            read_snapshot_ahead(file, &input, &PickleLimits::default())?
+        let len = file.metadata().map_err(|e| miette::miette!("{e}"))?.len();
+        let forced = mode == "--read-ahead" || mode == "--no-read-ahead";
+        let map = (!forced && oomdoctor::input::read_ahead_worthwhile())
+            .then(|| file.try_clone().ok())
+            .flatten()
+            .and_then(|f| oomdoctor::input::MappedFile::new(f, len));
+        match map {
+            Some(map) => read_snapshot_blocks(MappedBlocks::new(map), &input, &limits)?,
+            None if mode == "--no-read-ahead" => read_snapshot_from(file, &input, &limits)?,
+            None => read_snapshot_ahead(file, &input, &limits)?,
         }
     };
     let t_total = t0.elapsed();
@@ -116,17 +127,30 @@ fn main() -> miette::Result<()> {
     Ok(())
 }
 
-/// Times each phase of `read_snapshot_from` separately (the trace entries are decoded
+/// Times each phase of the read separately (the trace entries are decoded
 /// while the file is read, so they count in the first phase).
 fn phases(path: &str) -> miette::Result<()> {
     let limits = PickleLimits::default();
     let t = Instant::now();
     let file = std::fs::File::open(path).map_err(|e| miette::miette!("{path}: {e}"))?;
+    let len = file.metadata().map_err(|e| miette::miette!("{e}"))?.len();
     let mut decoder = oomdoctor::ingest::snapshot::schema::StreamDecoder::new(&limits);
-    // As `read_snapshot_ahead` reads it: blocks filled on a second thread, where there is one.
+    // As the app reads it: blocks copied out of a map or filled on a second thread, where
+    // there is one.
     let parsed = if oomdoctor::input::read_ahead_worthwhile() {
-        let mut feed = oomdoctor::input::ReadAhead::new(file);
-        Pickle::from_blocks_with(&mut feed, &limits, &mut decoder)
+        let map = file
+            .try_clone()
+            .ok()
+            .and_then(|f| oomdoctor::input::MappedFile::new(f, len));
+        match map {
+            Some(map) => {
+                Pickle::from_blocks_with(&mut MappedBlocks::new(map), &limits, &mut decoder)
+            }
+            None => {
+                let mut feed = oomdoctor::input::ReadAhead::new(file);
+                Pickle::from_blocks_with(&mut feed, &limits, &mut decoder)
+            }
+        }
     } else {
         Pickle::from_reader_with(file, &limits, &mut decoder)
     };

@@ -157,17 +157,16 @@ impl Drop for ReadingGuard {
     }
 }
 
-/// Counts the bytes a snapshot's reader pulls (for the report and the progress bar); the
-/// reading may happen on another thread (see `read_snapshot_ahead`).
+/// Counts the bytes a snapshot's reader pulls (for the report and the progress bar), read
+/// (perhaps on another thread, see `read_snapshot_ahead`) or copied out of a map.
 struct CountingReader<R> {
     inner: R,
     n: std::sync::Arc<std::sync::atomic::AtomicU64>,
     bar: Option<indicatif::ProgressBar>,
 }
 
-impl<R: io::Read> io::Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let k = self.inner.read(buf)?;
+impl<R> CountingReader<R> {
+    fn count(&self, k: usize) {
         let before = self
             .n
             .fetch_add(k as u64, std::sync::atomic::Ordering::Relaxed);
@@ -179,13 +178,35 @@ impl<R: io::Read> io::Read for CountingReader<R> {
                 b.set_position(now);
             }
         }
+    }
+}
+
+impl<R: io::Read> io::Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.count(k);
         Ok(k)
+    }
+}
+
+/// A mapped snapshot's blocks, counted as they are handed to the reader.
+impl crate::ingest::snapshot::pickle::BlockFeed for CountingReader<input::MappedBlocks> {
+    fn headroom(&self) -> usize {
+        self.inner.headroom()
+    }
+
+    fn next_block(&mut self, spent: Option<Vec<u8>>) -> io::Result<Option<Vec<u8>>> {
+        let block = self.inner.next_block(spent)?;
+        if let Some(b) = &block {
+            self.count(b.len().saturating_sub(self.inner.headroom()));
+        }
+        Ok(block)
     }
 }
 
 /// Reads a snapshot pickle as a stream (within the size limit) and analyses it.
 fn snapshot_input(
-    opened: input::Opened,
+    mut opened: input::Opened,
     size_hint: Option<u64>,
     opts: &DiagnoseOptions,
 ) -> Result<InputOutcome, InputError> {
@@ -214,6 +235,12 @@ fn snapshot_input(
             flag: "--max-pickle-bytes",
         });
     }
+    // A large regular file is read through a map where two cores may be used (see
+    // `input::MappedBlocks`); anything else (standard input, a gzip, a small file) read
+    // ahead on a second thread.
+    let mapped = input::read_ahead_worthwhile()
+        .then(|| opened.mapped())
+        .flatten();
     let reader = opened.reader;
     // A progress bar only on a terminal and only when reading takes noticeable time.
     let bar = (opts.progress && size_hint.is_some_and(|s| s > (64 << 20))).then(|| {
@@ -242,13 +269,26 @@ fn snapshot_input(
     }
     let _reading = ReadingGuard;
     let pulled = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counted = CountingReader {
-        inner: reader,
-        n: pulled.clone(),
-        bar: bar.clone(),
+    let analysis = match mapped {
+        Some(map) => crate::ingest::snapshot::read_snapshot_blocks(
+            CountingReader {
+                inner: input::MappedBlocks::new(map),
+                n: pulled.clone(),
+                bar: bar.clone(),
+            },
+            &name,
+            &opts.pickle_limits,
+        ),
+        None => crate::ingest::snapshot::read_snapshot_ahead(
+            CountingReader {
+                inner: reader,
+                n: pulled.clone(),
+                bar: bar.clone(),
+            },
+            &name,
+            &opts.pickle_limits,
+        ),
     };
-    let analysis =
-        crate::ingest::snapshot::read_snapshot_ahead(counted, &name, &opts.pickle_limits);
     let bytes_read = pulled.load(std::sync::atomic::Ordering::Relaxed);
     let analysis = analysis.map_err(|e| match e {
         // More decompressed bytes than the limit: say which flag raises it.

@@ -10,7 +10,7 @@ mod mapped;
 mod readahead;
 pub mod walk;
 
-pub use mapped::MappedFile;
+pub use mapped::{MappedBlocks, MappedFile};
 
 pub use readahead::{
     ReadAhead, WIDE_PIPE, read_pipe, widen_pipe, worthwhile as read_ahead_worthwhile,

@@ -25,10 +25,10 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
 /// Bytes a block holds.
-const BLOCK: usize = 1 << 20;
+pub(super) const BLOCK: usize = 1 << 20;
 /// Bytes left free in front of each block's data, for a [`BlockFeed`] reader to put the
 /// unread end of the block before (see `pickle::BlockFeed`).
-const HEADROOM: usize = 64 << 10;
+pub(super) const HEADROOM: usize = 64 << 10;
 /// Blocks filled ahead of the reader.
 const DEPTH: usize = 6;
 

@@ -999,3 +999,80 @@ fn pipelined_reads_stop_and_fail_as_one_thread_does() {
         assert_pipelined_same(&bytes[..cut], &limits, &format!("cut at {cut}"));
     }
 }
+
+/// A snapshot file in the system's temporary folder, removed when dropped.
+struct TempSnapshot(PathBuf);
+
+impl TempSnapshot {
+    fn new(name: &str, bytes: &[u8]) -> TempSnapshot {
+        let path =
+            std::env::temp_dir().join(format!("oomdoctor-{}-{name}.pickle", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        TempSnapshot(path)
+    }
+
+    fn mapped(&self) -> oomdoctor::input::MappedBlocks {
+        let f = std::fs::File::open(&self.0).unwrap();
+        let len = f.metadata().unwrap().len();
+        let map = oomdoctor::input::MappedFile::new(f, len).expect("a large file maps");
+        oomdoctor::input::MappedBlocks::new(map)
+    }
+}
+
+impl Drop for TempSnapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A large snapshot file (the app maps one of 8 MiB or more, `input::MappedBlocks`) reads
+/// through its map as the same bytes read from memory do: its windows and blocks cut the
+/// trace's batches anywhere.
+#[test]
+fn a_mapped_snapshot_reads_as_the_read_one_does() {
+    let bytes = batched_trace(&[70_000, 50_000], 1000, Twist::HostTraces);
+    assert!(bytes.len() > 9 << 20, "{} bytes", bytes.len());
+    let file = TempSnapshot::new("mapped-agrees", &bytes);
+    let limits = PickleLimits::default();
+    let from_memory = read_snapshot(&bytes, &name("x"), &limits).unwrap();
+    let from_map =
+        oomdoctor::ingest::snapshot::read_snapshot_blocks(file.mapped(), &name("x"), &limits)
+            .unwrap();
+    assert_eq!(from_map.devices().len(), 2);
+    assert_eq!(
+        serde_json::to_string(&from_map).unwrap(),
+        serde_json::to_string(&from_memory).unwrap()
+    );
+}
+
+/// A snapshot file cut short after it was mapped (copied over, rewritten by the job that
+/// dumps it) ends at the cut as a truncated file read through a reader does, instead of
+/// the process dying of SIGBUS on the pages the file no longer has.
+#[test]
+fn a_snapshot_cut_under_its_map_reads_as_truncated() {
+    let bytes = batched_trace(&[100_000], 1000, Twist::None);
+    for keep in [0u64, 4096, 5 << 20] {
+        let file = TempSnapshot::new(&format!("mapped-cut-{keep}"), &bytes);
+        let blocks = file.mapped();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file.0)
+            .unwrap()
+            .set_len(keep)
+            .unwrap();
+        let from_map = oomdoctor::ingest::snapshot::read_snapshot_blocks(
+            blocks,
+            &name("x"),
+            &PickleLimits::default(),
+        );
+        let from_read = read_snapshot_from(
+            &bytes[..keep as usize],
+            &name("x"),
+            &PickleLimits::default(),
+        );
+        match (from_map, from_read) {
+            (Err(m), Err(r)) => assert_eq!(m.to_string(), r.to_string(), "cut at {keep}"),
+            (m, r) => panic!("cut at {keep}: map {:?}, read {:?}", m.err(), r.err()),
+        }
+    }
+}

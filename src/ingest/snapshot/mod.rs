@@ -188,12 +188,8 @@ pub fn read_snapshot_from<R: std::io::Read>(
 }
 
 /// [`read_snapshot_from`], the input read ahead on a second thread where the process may
-/// use one ([`crate::input::ReadAhead`]): the pickle reader takes each filled block as its
-/// buffer ([`pickle::BlockFeed`]), so the parsing thread neither waits for the reads nor
-/// copies their bytes (about 5% of its time on a large snapshot; a gzip is decompressed
-/// there too, half the time of a gzipped one); and the trace entries are decoded on a third,
-/// while the parser reads the next batches ([`Pickle::from_blocks_with`]). On one core it
-/// is [`read_snapshot_from`].
+/// use one ([`crate::input::ReadAhead`]) and handed to [`read_snapshot_blocks`]. On one
+/// core it is [`read_snapshot_from`].
 pub fn read_snapshot_ahead<R: std::io::Read + Send + 'static>(
     reader: R,
     input: &InputName,
@@ -202,12 +198,24 @@ pub fn read_snapshot_ahead<R: std::io::Read + Send + 'static>(
     if !crate::input::read_ahead_worthwhile() {
         return read_snapshot_from(reader, input, limits);
     }
+    read_snapshot_blocks(crate::input::ReadAhead::new(reader), input, limits)
+}
+
+/// Reads and analyses a snapshot taken in blocks from `feed`: read ahead on another thread
+/// ([`read_snapshot_ahead`]) or copied out of a map ([`crate::input::MappedBlocks`]). The
+/// pickle reader takes each block as its buffer ([`pickle::BlockFeed`]), so it neither
+/// waits for reads nor copies their bytes (about 5% of its time on a large snapshot); and
+/// the trace entries are decoded on another thread while the parser reads the next batches
+/// ([`Pickle::from_blocks_with`]). Meant for a process that may use two cores.
+pub fn read_snapshot_blocks(
+    mut feed: impl pickle::BlockFeed,
+    input: &InputName,
+    limits: &PickleLimits,
+) -> Result<SnapshotAnalysis, SnapshotError> {
     let mut decoder = schema::StreamDecoder::new(limits);
-    // The feed (its thread and blocks) ends with the read, before the analysis.
-    let pickle = {
-        let mut feed = crate::input::ReadAhead::new(reader);
-        Pickle::from_blocks_with(&mut feed, limits, &mut decoder)
-    };
+    let pickle = Pickle::from_blocks_with(&mut feed, limits, &mut decoder);
+    // The feed (a thread and its blocks, or a map) ends with the read, before the analysis.
+    drop(feed);
     decode_and_analyze(pickle, decoder, input)
 }
 

@@ -44,7 +44,7 @@ measure() {
 median() { awk -v c="$1" '{print $c}' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo
-echo "oomdoctor (read_snapshot_ahead: streamed read + parse + decode + analyse):"
+echo "oomdoctor (as the CLI reads it: streamed read + parse + decode + analyse):"
 rust=$(measure "$BIN" "$SNAP")
 echo "$rust" | awk '{printf "  %s s wall, %s s CPU, %s KB peak RSS\n", $1, $2, $3}'
 echo "python3 pickle.load:"

@@ -1156,3 +1156,44 @@ fn many_incidents_diagnosed_in_parallel_report_as_on_one_thread() {
     );
     assert_eq!(stdout(&parallel), String::from_utf8_lossy(&one.stdout));
 }
+
+/// A snapshot file of 8 MiB or more is read through a map (`input::MappedBlocks`), the same
+/// snapshot gzipped is read ahead on a thread: both report the same analysis, and the
+/// bytes read are the whole (decompressed) pickle.
+#[test]
+fn a_large_snapshot_file_reads_as_its_gzip_does() {
+    use std::io::Read;
+    let dir = scratch("mapped-snapshot");
+    let gz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real/big_snapshot.pickle.gz");
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap())
+        .read_to_end(&mut plain)
+        .unwrap();
+    assert!(
+        plain.len() >= 8 << 20,
+        "{} bytes: too small to be mapped",
+        plain.len()
+    );
+    let file = dir.join("snapshot.pickle");
+    std::fs::write(&file, &plain).unwrap();
+    let (file, gz) = (file.to_str().unwrap(), gz.to_str().unwrap());
+    let mapped = run(&[file, "--format", "json"]);
+    let read_ahead = run(&[gz, "--format", "json"]);
+    assert_eq!(mapped.status.code(), read_ahead.status.code());
+    let (mapped, read_ahead) = (json(&mapped), json(&read_ahead));
+    assert_eq!(mapped["inputs"][0]["kind"], "snapshot");
+    assert_eq!(mapped["inputs"][0]["bytes"], plain.len() as u64);
+    assert_eq!(read_ahead["inputs"][0]["bytes"], plain.len() as u64);
+    assert!(
+        mapped["snapshots"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+    );
+    for key in ["incidents", "errors", "snapshots"] {
+        assert_eq!(
+            mapped[key].to_string(),
+            read_ahead[key].to_string().replace(gz, file),
+            "{key}"
+        );
+    }
+}

@@ -202,6 +202,10 @@ impl crate::ingest::snapshot::pickle::BlockFeed for CountingReader<input::Mapped
         }
         Ok(block)
     }
+
+    fn len_hint(&self) -> Option<u64> {
+        self.inner.len_hint()
+    }
 }
 
 /// Reads a snapshot pickle as a stream (within the size limit) and analyses it.

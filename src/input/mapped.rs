@@ -593,4 +593,8 @@ impl crate::ingest::snapshot::pickle::BlockFeed for MappedBlocks {
         self.copied += n;
         Ok(Some(block))
     }
+
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.map.len())
+    }
 }

@@ -1144,6 +1144,11 @@ pub trait BlockFeed {
     /// The next block, its input at `[headroom..]`; `None` once the input ended. `spent`
     /// is a block the reader is done with, for reuse.
     fn next_block(&mut self, spent: Option<Vec<u8>>) -> std::io::Result<Option<Vec<u8>>>;
+    /// The input's whole length where it is known before it is read (a regular file), for
+    /// the pipeline's choice of whether a replica is worth its memory.
+    fn len_hint(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Where a [`Source`] gets its bytes.
@@ -1172,6 +1177,14 @@ struct Source<'r> {
 }
 
 impl Source<'_> {
+    /// The input's whole length, where the feed knows it ([`BlockFeed::len_hint`]).
+    fn len_hint(&self) -> Option<u64> {
+        match &self.feed {
+            Feed::Blocks(f) => f.len_hint(),
+            Feed::Read(_) => None,
+        }
+    }
+
     /// Input offset of the next unread byte.
     #[inline]
     fn offset(&self) -> u64 {

@@ -44,7 +44,9 @@ const LANES: u8 = 3;
 /// that ends a session at every batch must not make the copies quadratic.
 const MAX_SESSIONS: u32 = 64;
 
-/// The largest arenas copied to start a session (see `arena_bytes`).
+/// The largest arenas copied to start a session (see `arena_bytes`) where the input's
+/// length is not known; where it is, arenas up to what is left to read (see
+/// `batch_opens`).
 const MAX_REPLICA_BYTES: usize = 64 << 20;
 
 /// About how many bytes the arenas of `p` hold.
@@ -442,15 +444,20 @@ impl<'s> Machine<'_, '_, 's> {
         let Some(pipe) = self.pipe.as_mut() else {
             return;
         };
-        if !pipe.active
-            && pipe.sessions_left > 0
-            && !pipe.level
-            && arena_bytes(&self.pickle) > MAX_REPLICA_BYTES
-        {
-            // What comes before the trace is most of the file (segments with long
-            // histories): a copy would cost more memory than decoding beside the parser
-            // saves time on what is left. Read on one thread.
-            pipe.sessions_left = 0;
+        if !pipe.active && pipe.sessions_left > 0 && !pipe.level {
+            // A replica copies the arenas: worth it where they are small, or smaller than
+            // what is left to read (the trace the pipeline reads faster). Where what came
+            // before is most of the file (segments with long histories), a copy would
+            // cost more memory than decoding beside the parser saves time on the rest:
+            // read on one thread.
+            let bytes = arena_bytes(&self.pickle) as u64;
+            let left = self
+                .src
+                .len_hint()
+                .map(|len| len.saturating_sub(self.src.offset()));
+            if bytes > MAX_REPLICA_BYTES as u64 && left.is_none_or(|left| bytes > left) {
+                pipe.sessions_left = 0;
+            }
         }
         if !pipe.active && pipe.sessions_left > 0 {
             if let Some(sink) = self.sink.take() {

@@ -1,5 +1,6 @@
-//! Reading a large regular log through a memory map, a window at a time, with a guard that
-//! turns a file cut short under the map into zeros instead of a crash.
+//! Reading a large regular file (a log, a snapshot: [`MappedBlocks`]) through a memory map,
+//! a window at a time, with a guard that turns a file cut short under the map into zeros
+//! instead of a crash.
 //!
 //! Read into the scanner's buffer, a log costs the kernel a copy of every byte out of the
 //! page cache: a third of the CPU time of a 1 GiB scan (README "Speed and memory"). Mapped,
@@ -423,6 +424,59 @@ mod guard {
     }
 }
 
+/// A large snapshot file handed to the pickle reader in blocks copied out of the map
+/// ([`crate::ingest::snapshot::pickle::BlockFeed`]), on the reading thread.
+///
+/// Read ahead on a second thread ([`crate::input::ReadAhead`]), a 167 MB snapshot cost
+/// that thread about 0.1 s of CPU in the kernel's copy out of the page cache, on a core the
+/// parser and the trace decoder share with it. Copied out of the map, the same bytes cost
+/// the parsing thread about 0.02 s: 0.08 s less wall time and 0.1 s less CPU for the 1 M
+/// entry bench snapshot (bench/RESULTS-snapshot.md). The reader still gets owned blocks
+/// with headroom (strings cut by a block's edge are put back there), so it reads a map as it
+/// reads anything else, and a file cut under the map ends the blocks where the cut is (see
+/// [`MappedFile::advance`]): the pickle is then truncated there, as a read would find it.
+pub struct MappedBlocks {
+    map: MappedFile,
+    /// Bytes of `map.bytes()` already copied into blocks.
+    copied: usize,
+}
+
+impl MappedBlocks {
+    pub fn new(map: MappedFile) -> MappedBlocks {
+        MappedBlocks { map, copied: 0 }
+    }
+}
+
+impl crate::ingest::snapshot::pickle::BlockFeed for MappedBlocks {
+    fn headroom(&self) -> usize {
+        super::readahead::HEADROOM
+    }
+
+    fn next_block(&mut self, spent: Option<Vec<u8>>) -> io::Result<Option<Vec<u8>>> {
+        if self.copied == self.map.bytes().len() {
+            let (dropped, _) = self.map.advance(self.copied)?;
+            self.copied -= dropped;
+        }
+        let bytes = self.map.bytes();
+        let n = (bytes.len() - self.copied).min(super::readahead::BLOCK);
+        if n == 0 {
+            return Ok(None);
+        }
+        let headroom = super::readahead::HEADROOM;
+        let mut block = spent.unwrap_or_default();
+        block.clear();
+        block.reserve(headroom + n);
+        block.resize(headroom, 0);
+        block.extend_from_slice(&bytes[self.copied..self.copied + n]);
+        self.copied += n;
+        Ok(Some(block))
+    }
+
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.map.len())
+    }
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
@@ -543,58 +597,5 @@ mod tests {
         assert_eq!(m.shrunk_at(), Some(cut));
         assert_eq!(m.advance(0).unwrap(), (0, 0));
         std::fs::remove_file(path).unwrap();
-    }
-}
-
-/// A large snapshot file handed to the pickle reader in blocks copied out of the map
-/// ([`crate::ingest::snapshot::pickle::BlockFeed`]), on the reading thread.
-///
-/// Read ahead on a second thread ([`crate::input::ReadAhead`]), a 167 MB snapshot cost
-/// that thread about 0.1 s of CPU in the kernel's copy out of the page cache, on a core the
-/// parser and the trace decoder share with it. Copied out of the map, the same bytes cost
-/// the parsing thread about 0.02 s: 0.08 s less wall time and 0.1 s less CPU for the 1 M
-/// entry bench snapshot (bench/RESULTS-snapshot.md). The reader still gets owned blocks
-/// with headroom (strings cut by a block's edge are put back there), so it reads a map as it
-/// reads anything else, and a file cut under the map ends the blocks where the cut is (see
-/// [`MappedFile::advance`]): the pickle is then truncated there, as a read would find it.
-pub struct MappedBlocks {
-    map: MappedFile,
-    /// Bytes of `map.bytes()` already copied into blocks.
-    copied: usize,
-}
-
-impl MappedBlocks {
-    pub fn new(map: MappedFile) -> MappedBlocks {
-        MappedBlocks { map, copied: 0 }
-    }
-}
-
-impl crate::ingest::snapshot::pickle::BlockFeed for MappedBlocks {
-    fn headroom(&self) -> usize {
-        super::readahead::HEADROOM
-    }
-
-    fn next_block(&mut self, spent: Option<Vec<u8>>) -> io::Result<Option<Vec<u8>>> {
-        if self.copied == self.map.bytes().len() {
-            let (dropped, _) = self.map.advance(self.copied)?;
-            self.copied -= dropped;
-        }
-        let bytes = self.map.bytes();
-        let n = (bytes.len() - self.copied).min(super::readahead::BLOCK);
-        if n == 0 {
-            return Ok(None);
-        }
-        let headroom = super::readahead::HEADROOM;
-        let mut block = spent.unwrap_or_default();
-        block.clear();
-        block.reserve(headroom + n);
-        block.resize(headroom, 0);
-        block.extend_from_slice(&bytes[self.copied..self.copied + n]);
-        self.copied += n;
-        Ok(Some(block))
-    }
-
-    fn len_hint(&self) -> Option<u64> {
-        Some(self.map.len())
     }
 }

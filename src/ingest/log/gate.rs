@@ -20,8 +20,9 @@
 //! ASCII case is ignored by folding bytes with `| 0x20`, which maps `A`-`Z` to `a`-`z` (and
 //! a few punctuation bytes onto others: harmless, every candidate is checked against the
 //! literal, folded the same way); the high-nibble tables fold for the search (a table row
-//! for both nibbles a fold joins), so the loop reads the bytes as they are. Literals that share their first bytes share
-//! a bucket, so a bucket's nibble tables accept few other trigrams.
+//! for both nibbles a fold joins), so the loop reads the bytes as they are. Literals that
+//! share their first bytes share a bucket, so a bucket's nibble tables accept few other
+//! trigrams.
 //!
 //! Without AVX2 the same tables are read one byte at a time: slower, the same lines.
 //!

@@ -42,13 +42,8 @@ fn main() -> miette::Result<()> {
         read_snapshot(&bytes, &input, &limits)?
     } else {
         let file = std::fs::File::open(&path).map_err(|e| miette::miette!("{path}: {e}"))?;
-        let len = file.metadata().map_err(|e| miette::miette!("{e}"))?.len();
         let forced = mode == "--read-ahead" || mode == "--no-read-ahead";
-        let map = (!forced && oomdoctor::input::read_ahead_worthwhile())
-            .then(|| file.try_clone().ok())
-            .flatten()
-            .and_then(|f| oomdoctor::input::MappedFile::new(f, len));
-        match map {
+        match mapped(&file).filter(|_| !forced) {
             Some(map) => read_snapshot_blocks(MappedBlocks::new(map), &input, &limits)?,
             None if mode == "--no-read-ahead" => read_snapshot_from(file, &input, &limits)?,
             None => read_snapshot_ahead(file, &input, &limits)?,
@@ -127,22 +122,27 @@ fn main() -> miette::Result<()> {
     Ok(())
 }
 
+/// The file mapped as the app maps a snapshot: one of 8 MiB or more, where two cores may be
+/// used (`None`: it is read ahead instead).
+fn mapped(file: &std::fs::File) -> Option<oomdoctor::input::MappedFile> {
+    if !oomdoctor::input::read_ahead_worthwhile() {
+        return None;
+    }
+    let len = file.metadata().ok()?.len();
+    oomdoctor::input::MappedFile::new(file.try_clone().ok()?, len)
+}
+
 /// Times each phase of the read separately (the trace entries are decoded
 /// while the file is read, so they count in the first phase).
 fn phases(path: &str) -> miette::Result<()> {
     let limits = PickleLimits::default();
     let t = Instant::now();
     let file = std::fs::File::open(path).map_err(|e| miette::miette!("{path}: {e}"))?;
-    let len = file.metadata().map_err(|e| miette::miette!("{e}"))?.len();
     let mut decoder = oomdoctor::ingest::snapshot::schema::StreamDecoder::new(&limits);
     // As the app reads it: blocks copied out of a map or filled on a second thread, where
     // there is one.
     let parsed = if oomdoctor::input::read_ahead_worthwhile() {
-        let map = file
-            .try_clone()
-            .ok()
-            .and_then(|f| oomdoctor::input::MappedFile::new(f, len));
-        match map {
+        match mapped(&file) {
             Some(map) => {
                 Pickle::from_blocks_with(&mut MappedBlocks::new(map), &limits, &mut decoder)
             }

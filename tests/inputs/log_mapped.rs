@@ -15,11 +15,12 @@ use oomdoctor::input::MappedFile;
 
 use crate::log_gate::Lines;
 
-/// A file in the system's temporary folder, removed when dropped.
-struct TempLog(PathBuf);
+/// A file in the system's temporary folder, removed when dropped (also the snapshot tests'
+/// large files, `snapshot_stream`).
+pub(crate) struct TempLog(pub(crate) PathBuf);
 
 impl TempLog {
-    fn new(name: &str, bytes: &[u8]) -> TempLog {
+    pub(crate) fn new(name: &str, bytes: &[u8]) -> TempLog {
         let path =
             std::env::temp_dir().join(format!("oomdoctor-{}-{name}.log", std::process::id()));
         let mut f = File::create(&path).unwrap();
@@ -27,7 +28,7 @@ impl TempLog {
         TempLog(path)
     }
 
-    fn mapped(&self) -> MappedFile {
+    pub(crate) fn mapped(&self) -> MappedFile {
         let f = File::open(&self.0).unwrap();
         let len = f.metadata().unwrap().len();
         MappedFile::new(f, len).expect("a large file maps")

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::common;
+use crate::log_mapped::TempLog;
 use oomdoctor::facts::evidence::InputName;
 use oomdoctor::ingest::snapshot::pickle::{
     BlockFeed, Handle, Pickle, PickleError, PickleLimits, Value,
@@ -1000,29 +1001,9 @@ fn pipelined_reads_stop_and_fail_as_one_thread_does() {
     }
 }
 
-/// A snapshot file in the system's temporary folder, removed when dropped.
-struct TempSnapshot(PathBuf);
-
-impl TempSnapshot {
-    fn new(name: &str, bytes: &[u8]) -> TempSnapshot {
-        let path =
-            std::env::temp_dir().join(format!("oomdoctor-{}-{name}.pickle", std::process::id()));
-        std::fs::write(&path, bytes).unwrap();
-        TempSnapshot(path)
-    }
-
-    fn mapped(&self) -> oomdoctor::input::MappedBlocks {
-        let f = std::fs::File::open(&self.0).unwrap();
-        let len = f.metadata().unwrap().len();
-        let map = oomdoctor::input::MappedFile::new(f, len).expect("a large file maps");
-        oomdoctor::input::MappedBlocks::new(map)
-    }
-}
-
-impl Drop for TempSnapshot {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// A large snapshot file written for a test, mapped as the app maps it.
+fn mapped_blocks(file: &TempLog) -> oomdoctor::input::MappedBlocks {
+    oomdoctor::input::MappedBlocks::new(file.mapped())
 }
 
 /// A large snapshot file (the app maps one of 8 MiB or more, `input::MappedBlocks`) reads
@@ -1032,12 +1013,15 @@ impl Drop for TempSnapshot {
 fn a_mapped_snapshot_reads_as_the_read_one_does() {
     let bytes = batched_trace(&[70_000, 50_000], 1000, Twist::HostTraces);
     assert!(bytes.len() > 9 << 20, "{} bytes", bytes.len());
-    let file = TempSnapshot::new("mapped-agrees", &bytes);
+    let file = TempLog::new("snapshot-mapped-agrees", &bytes);
     let limits = PickleLimits::default();
     let from_memory = read_snapshot(&bytes, &name("x"), &limits).unwrap();
-    let from_map =
-        oomdoctor::ingest::snapshot::read_snapshot_blocks(file.mapped(), &name("x"), &limits)
-            .unwrap();
+    let from_map = oomdoctor::ingest::snapshot::read_snapshot_blocks(
+        mapped_blocks(&file),
+        &name("x"),
+        &limits,
+    )
+    .unwrap();
     assert_eq!(from_map.devices().len(), 2);
     assert_eq!(
         serde_json::to_string(&from_map).unwrap(),
@@ -1052,8 +1036,8 @@ fn a_mapped_snapshot_reads_as_the_read_one_does() {
 fn a_snapshot_cut_under_its_map_reads_as_truncated() {
     let bytes = batched_trace(&[100_000], 1000, Twist::None);
     for keep in [0u64, 4096, 5 << 20] {
-        let file = TempSnapshot::new(&format!("mapped-cut-{keep}"), &bytes);
-        let blocks = file.mapped();
+        let file = TempLog::new(&format!("snapshot-mapped-cut-{keep}"), &bytes);
+        let blocks = mapped_blocks(&file);
         std::fs::OpenOptions::new()
             .write(true)
             .open(&file.0)

@@ -127,30 +127,20 @@ impl Delta {
         tail(&mut self.floats, &p.floats, w.floats);
     }
 
-    /// Appends what this holds to `p`, and empties it.
+    /// Appends what this holds to `p`, and empties it (`append` keeps its buffers).
     fn apply(&mut self, p: &mut Pickle<'_>) {
-        p.containers.extend_from_slice(&self.containers);
-        p.chunks.extend_from_slice(&self.chunks);
-        p.items.extend_from_slice(&self.items);
-        p.blobs.extend_from_slice(&self.blobs);
+        p.containers.append(&mut self.containers);
+        p.chunks.append(&mut self.chunks);
+        p.items.append(&mut self.items);
+        p.blobs.append(&mut self.blobs);
         p.text.push_str(&self.text);
-        p.data.extend_from_slice(&self.data);
-        p.ints.extend_from_slice(&self.ints);
-        p.lane_ints[0].extend_from_slice(&self.lane_ints[0]);
-        p.lane_ints[1].extend_from_slice(&self.lane_ints[1]);
-        p.bigs.extend_from_slice(&self.bigs);
-        p.floats.extend_from_slice(&self.floats);
-        self.containers.clear();
-        self.chunks.clear();
-        self.items.clear();
-        self.blobs.clear();
         self.text.clear();
-        self.data.clear();
-        self.ints.clear();
-        self.lane_ints[0].clear();
-        self.lane_ints[1].clear();
-        self.bigs.clear();
-        self.floats.clear();
+        p.data.append(&mut self.data);
+        p.ints.append(&mut self.ints);
+        p.lane_ints[0].append(&mut self.lane_ints[0]);
+        p.lane_ints[1].append(&mut self.lane_ints[1]);
+        p.bigs.append(&mut self.bigs);
+        p.floats.append(&mut self.floats);
     }
 }
 

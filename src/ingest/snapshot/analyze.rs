@@ -321,9 +321,45 @@ struct RangeAttrs {
     stream: u64,
 }
 
+/// What a replay keeps of each live block: a [`LiveBlock`] where the blocks are looked at
+/// (the state at a moment), or only its size where the bytes are counted (the timeline's
+/// pass over the whole trace, whose map of a long trace's live blocks outgrows the caches:
+/// 16 bytes a slot instead of 24).
+pub(crate) trait Kept: Copy {
+    fn new(size: u64, final_block: u32, freed_at: u32) -> Self;
+    fn size(&self) -> u64;
+}
+
+impl Kept for LiveBlock {
+    #[inline]
+    fn new(size: u64, final_block: u32, freed_at: u32) -> Self {
+        LiveBlock {
+            size,
+            final_block,
+            freed_at,
+        }
+    }
+    #[inline]
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// The size alone.
+impl Kept for u64 {
+    #[inline]
+    fn new(size: u64, _: u32, _: u32) -> Self {
+        size
+    }
+    #[inline]
+    fn size(&self) -> u64 {
+        *self
+    }
+}
+
 /// Walks a device trace backwards from the final state.
-pub(crate) struct Replayer {
-    pub live: FxHashMap<u64, LiveBlock>,
+pub(crate) struct Replayer<K: Kept = LiveBlock> {
+    pub live: FxHashMap<u64, K>,
     pub live_bytes: u64,
     pub reserved_bytes: u64,
     pub inconsistencies: u64,
@@ -331,7 +367,7 @@ pub(crate) struct Replayer {
     ranges: Option<BTreeMap<u64, RangeAttrs>>,
 }
 
-impl Replayer {
+impl<K: Kept> Replayer<K> {
     /// `capacity`: how many live blocks to make room for (saves rehashing a big map).
     /// `spread`: hash the addresses with [`new_spread_map`], for a replay whose map of live
     /// blocks is never iterated (the order of the plain hash is the one the output has
@@ -342,7 +378,7 @@ impl Replayer {
         with_ranges: bool,
         capacity: usize,
         spread: bool,
-    ) -> Replayer {
+    ) -> Replayer<K> {
         let mut live = if spread { new_spread_map() } else { new_map() };
         live.reserve(capacity);
         let mut r = Replayer {
@@ -368,14 +404,7 @@ impl Replayer {
             for (bi, b) in snap.blocks_of(seg).iter().enumerate() {
                 if b.state.is_active() {
                     let idx = seg.blocks.start + bi as u32;
-                    r.live.insert(
-                        b.address,
-                        LiveBlock {
-                            size: b.size,
-                            final_block: idx,
-                            freed_at: NONE,
-                        },
-                    );
+                    r.live.insert(b.address, K::new(b.size, idx, NONE));
                     r.live_bytes = r.live_bytes.saturating_add(b.size);
                 }
             }
@@ -387,18 +416,14 @@ impl Replayer {
     fn undo(&mut self, i: usize, e: &TraceEntry, snap: &Snapshot) {
         match e.action {
             Action::Alloc => match self.live.remove(&e.addr) {
-                Some(b) => self.live_bytes = self.live_bytes.saturating_sub(b.size),
+                Some(b) => self.live_bytes = self.live_bytes.saturating_sub(b.size()),
                 None => self.inconsistencies += 1,
             },
             Action::FreeCompleted => match self.live.entry(e.addr) {
                 std::collections::hash_map::Entry::Occupied(_) => self.inconsistencies += 1,
                 std::collections::hash_map::Entry::Vacant(slot) => {
                     let size = round_block(e.size);
-                    slot.insert(LiveBlock {
-                        size,
-                        final_block: NONE,
-                        freed_at: i as u32,
-                    });
+                    slot.insert(K::new(size, NONE, i as u32));
                     self.live_bytes = self.live_bytes.saturating_add(size);
                 }
             },
@@ -722,8 +747,9 @@ fn timeline_pass(
     entries: &[TraceEntry],
     capacity: usize,
 ) -> (Timeline, Vec<u64>, u64, u64) {
-    // The map is only updated and counted here, never iterated: the spreading hash.
-    let mut r = Replayer::new(snap, segs, false, capacity, true);
+    // The map is only updated and counted here, never iterated: the spreading hash; and
+    // only the blocks' sizes are counted: the sizes alone.
+    let mut r: Replayer<u64> = Replayer::new(snap, segs, false, capacity, true);
     let n = entries.len();
     let mut live_after = vec![0u64; n];
     let end_live = r.live_bytes;
@@ -739,7 +765,7 @@ fn timeline_pass(
         reserved_bytes: r.reserved_bytes,
     };
     let mut peak_reserved = r.reserved_bytes;
-    let mut record = |pos: usize, r: &Replayer, time_us: Option<i64>| {
+    let mut record = |pos: usize, r: &Replayer<u64>, time_us: Option<i64>| {
         let pt = TimelinePoint {
             index: pos as i64 - 1,
             time_us,

@@ -92,33 +92,35 @@ fn entry(action: &'static str, addr: Option<i128>, size: i128) -> P {
     P::Dict(pairs)
 }
 
+fn block(addr: i128, size: i128, state: &'static str) -> P {
+    P::Dict(vec![
+        ("address", P::Int(addr)),
+        ("size", P::Int(size)),
+        ("requested_size", P::Int(size)),
+        ("state", P::Str(state)),
+        ("frames", P::List(vec![])),
+    ])
+}
+
+fn segment(device: i128, addr: i128, size: i128, blocks: Vec<P>) -> P {
+    P::Dict(vec![
+        ("device", P::Int(device)),
+        ("address", P::Int(addr)),
+        ("total_size", P::Int(size)),
+        ("allocated_size", P::Int(size)),
+        ("active_size", P::Int(size)),
+        ("requested_size", P::Int(size)),
+        ("stream", P::Int(0)),
+        ("segment_type", P::Str("large")),
+        ("segment_pool_id", P::Tuple(vec![P::Int(0), P::Int(0)])),
+        ("is_expandable", P::Bool(true)),
+        ("frames", P::List(vec![])),
+        ("blocks", P::List(blocks)),
+    ])
+}
+
 #[test]
 fn absurd_values_are_counted_not_fatal() {
-    let block = |addr: i128, size: i128, state: &'static str| {
-        P::Dict(vec![
-            ("address", P::Int(addr)),
-            ("size", P::Int(size)),
-            ("requested_size", P::Int(size)),
-            ("state", P::Str(state)),
-            ("frames", P::List(vec![])),
-        ])
-    };
-    let segment = |device: i128, addr: i128, size: i128, blocks: Vec<P>| {
-        P::Dict(vec![
-            ("device", P::Int(device)),
-            ("address", P::Int(addr)),
-            ("total_size", P::Int(size)),
-            ("allocated_size", P::Int(size)),
-            ("active_size", P::Int(size)),
-            ("requested_size", P::Int(size)),
-            ("stream", P::Int(0)),
-            ("segment_type", P::Str("large")),
-            ("segment_pool_id", P::Tuple(vec![P::Int(0), P::Int(0)])),
-            ("is_expandable", P::Bool(true)),
-            ("frames", P::List(vec![])),
-            ("blocks", P::List(blocks)),
-        ])
-    };
     let snap = P::Dict(vec![
         (
             "segments",
@@ -202,6 +204,71 @@ fn absurd_values_are_counted_not_fatal() {
     let facts = a.facts();
     assert!(facts.contains("oom.requested_bytes"));
     serde_json::to_string(&a).unwrap();
+}
+
+/// The timeline undoes the trace from the final state as a map of live blocks by address
+/// would: the last final block listed at an address is the one there (both still count in
+/// the live bytes), an alloc with no block at its address and a free onto a live block are
+/// counted and change nothing, a segment's allocation larger than what is reserved empties
+/// the reserve. Worked by hand, entry by entry, backwards.
+#[test]
+fn the_timeline_replays_an_inconsistent_trace_as_a_map_of_blocks_would() {
+    let snap = P::Dict(vec![
+        (
+            "segments",
+            P::List(vec![segment(
+                0,
+                0x1000,
+                8192,
+                vec![
+                    block(0x1000, 1024, "active_allocated"),
+                    block(0x1000, 2048, "active_allocated"),
+                    block(0x2000, 512, "inactive"),
+                ],
+            )]),
+        ),
+        (
+            "device_traces",
+            P::List(vec![P::List(vec![
+                entry("alloc", Some(0x3000), 100),
+                entry("free_completed", Some(0x3000), 100),
+                entry("free_completed", Some(0x4000), 700),
+                entry("free_completed", Some(0x4000), 700),
+                entry("alloc", Some(0x1000), 2048),
+                entry("alloc", Some(0x1000), 2048),
+                entry("segment_alloc", Some(0x10000), 16384),
+            ])]),
+        ),
+    ]);
+    let input: InputName = Arc::from("inconsistent.pickle");
+    let a = read_snapshot(&pickle(&snap), &input, &PickleLimits::default()).expect("a snapshot");
+    let d = a.device(0).expect("device 0");
+    let t = &d.timeline;
+    // Backwards from 1024 + 2048 live, 8192 reserved: [6] empties the reserve (1); [5]
+    // takes the 2048 block at 0x1000; [4] finds none there (2); [3] frees 700 at 0x4000
+    // back (a block of 1024); [2] finds that block (3); [1] frees the 100 at 0x3000 back
+    // (512); [0] takes it.
+    let live: Vec<(i64, u64)> = t.points.iter().map(|p| (p.index, p.live_bytes)).collect();
+    assert_eq!(
+        live,
+        [
+            (-1, 2048),
+            (0, 2560),
+            (1, 2048),
+            (2, 2048),
+            (3, 1024),
+            (4, 1024),
+            (5, 3072),
+            (6, 3072),
+        ]
+    );
+    let reserved: Vec<u64> = t.points.iter().map(|p| p.reserved_bytes).collect();
+    assert_eq!(reserved, [0, 0, 0, 0, 0, 0, 0, 8192]);
+    assert_eq!((t.start_live_bytes, t.end_live_bytes), (2048, 3072));
+    // Among equal highs, the earliest.
+    assert_eq!((t.peak_live_bytes, t.peak_index), (3072, 5));
+    assert_eq!(t.peak_reserved_bytes, 8192);
+    assert_eq!(d.trace.replay_inconsistencies, 3);
 }
 
 #[test]

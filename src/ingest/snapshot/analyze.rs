@@ -327,44 +327,36 @@ pub(crate) struct Replayer {
     pub live_bytes: u64,
     pub reserved_bytes: u64,
     pub inconsistencies: u64,
-    /// Reserved ranges by start address; maintained only when asked for.
-    ranges: Option<BTreeMap<u64, RangeAttrs>>,
+    /// Reserved ranges by start address.
+    ranges: BTreeMap<u64, RangeAttrs>,
 }
 
 impl Replayer {
-    /// `capacity`: how many live blocks to make room for (saves rehashing a big map).
-    /// `spread`: hash the addresses with [`new_spread_map`], for a replay whose map of live
-    /// blocks is never iterated (the order of the plain hash is the one the output has
-    /// always followed).
-    fn new(
-        snap: &Snapshot,
-        segs: &[&Segment],
-        with_ranges: bool,
-        capacity: usize,
-        spread: bool,
-    ) -> Replayer {
-        let mut live = if spread { new_spread_map() } else { new_map() };
+    /// `capacity`: how many live blocks to make room for (saves rehashing a big map). The
+    /// addresses are hashed with [`new_spread_map`], which keeps a big replay of aligned
+    /// addresses linear: the live blocks are iterated only in address order (see
+    /// `state_at`), so the hash's order does not reach the output.
+    fn new(snap: &Snapshot, segs: &[&Segment], capacity: usize) -> Replayer {
+        let mut live = new_spread_map();
         live.reserve(capacity);
         let mut r = Replayer {
             live,
             live_bytes: 0,
             reserved_bytes: 0,
             inconsistencies: 0,
-            ranges: with_ranges.then(BTreeMap::new),
+            ranges: BTreeMap::new(),
         };
         for seg in segs {
             r.reserved_bytes = r.reserved_bytes.saturating_add(seg.total_size);
-            if let Some(ranges) = &mut r.ranges {
-                ranges.insert(
-                    seg.address,
-                    RangeAttrs {
-                        end: seg.address.saturating_add(seg.total_size),
-                        is_expandable: seg.is_expandable,
-                        pool_id: seg.pool_id,
-                        stream: seg.stream,
-                    },
-                );
-            }
+            r.ranges.insert(
+                seg.address,
+                RangeAttrs {
+                    end: seg.address.saturating_add(seg.total_size),
+                    is_expandable: seg.is_expandable,
+                    pool_id: seg.pool_id,
+                    stream: seg.stream,
+                },
+            );
             for (bi, b) in snap.blocks_of(seg).iter().enumerate() {
                 if b.state.is_active() {
                     let idx = seg.blocks.start + bi as u32;
@@ -422,9 +414,7 @@ impl Replayer {
     }
 
     fn remove_range(&mut self, start: u64, size: u64) {
-        let Some(ranges) = &mut self.ranges else {
-            return;
-        };
+        let ranges = &mut self.ranges;
         let end = start.saturating_add(size);
         // Every range overlapping [start, end) is cut; the parts outside survive.
         let overlapping: Vec<(u64, RangeAttrs)> = ranges
@@ -445,9 +435,7 @@ impl Replayer {
     }
 
     fn add_range(&mut self, start: u64, size: u64, expandable: bool, stream: u64) {
-        let Some(ranges) = &mut self.ranges else {
-            return;
-        };
+        let ranges = &mut self.ranges;
         let end = start.saturating_add(size);
         let mut attrs = RangeAttrs {
             end,
@@ -1212,9 +1200,8 @@ fn replay_to(
             .filter(|e| e.action == Action::FreeCompleted)
             .count();
     // Its live blocks are iterated in address order by `state_at` (sites are numbered in
-    // that order), so the spreading hash, which keeps a big replay of aligned addresses
-    // linear, does not reach the output.
-    let mut r = Replayer::new(snap, segs, true, replay_capacity, true);
+    // that order): the spreading hash (see `Replayer::new`) does not reach the output.
+    let mut r = Replayer::new(snap, segs, replay_capacity);
     for i in (undo_from..entries.len()).rev() {
         r.undo(i, &entries[i], snap);
     }
@@ -1324,7 +1311,7 @@ fn state_at(
         };
         (state, final_map(snap, segs, moment))
     } else {
-        let ranges = r.ranges.take().unwrap_or_default();
+        let ranges = std::mem::take(&mut r.ranges);
         let (g, pieces) = gaps(&ranges, &live_list);
         let state = StateAt {
             moment,
@@ -1405,12 +1392,7 @@ mod tests {
     use super::*;
 
     fn ranges_of(r: &Replayer) -> Vec<(u64, u64)> {
-        r.ranges
-            .as_ref()
-            .unwrap()
-            .iter()
-            .map(|(s, a)| (*s, a.end))
-            .collect()
+        r.ranges.iter().map(|(s, a)| (*s, a.end)).collect()
     }
 
     fn empty_replayer() -> Replayer {
@@ -1419,7 +1401,7 @@ mod tests {
             live_bytes: 0,
             reserved_bytes: 0,
             inconsistencies: 0,
-            ranges: Some(BTreeMap::new()),
+            ranges: BTreeMap::new(),
         }
     }
 

@@ -166,6 +166,18 @@ struct CountingReader<R> {
 }
 
 impl<R> CountingReader<R> {
+    fn new(
+        inner: R,
+        n: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+        bar: &Option<indicatif::ProgressBar>,
+    ) -> CountingReader<R> {
+        CountingReader {
+            inner,
+            n: n.clone(),
+            bar: bar.clone(),
+        }
+    }
+
     fn count(&self, k: usize) {
         let before = self
             .n
@@ -189,8 +201,10 @@ impl<R: io::Read> io::Read for CountingReader<R> {
     }
 }
 
-/// A mapped snapshot's blocks, counted as they are handed to the reader.
-impl crate::ingest::snapshot::pickle::BlockFeed for CountingReader<input::MappedBlocks> {
+/// Blocks (a mapped snapshot's), counted as they are handed to the reader.
+impl<F: crate::ingest::snapshot::pickle::BlockFeed> crate::ingest::snapshot::pickle::BlockFeed
+    for CountingReader<F>
+{
     fn headroom(&self) -> usize {
         self.inner.headroom()
     }
@@ -275,20 +289,12 @@ fn snapshot_input(
     let pulled = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let analysis = match mapped {
         Some(map) => crate::ingest::snapshot::read_snapshot_blocks(
-            CountingReader {
-                inner: input::MappedBlocks::new(map),
-                n: pulled.clone(),
-                bar: bar.clone(),
-            },
+            CountingReader::new(input::MappedBlocks::new(map), &pulled, &bar),
             &name,
             &opts.pickle_limits,
         ),
         None => crate::ingest::snapshot::read_snapshot_ahead(
-            CountingReader {
-                inner: reader,
-                n: pulled.clone(),
-                bar: bar.clone(),
-            },
+            CountingReader::new(reader, &pulled, &bar),
             &name,
             &opts.pickle_limits,
         ),

@@ -274,32 +274,53 @@ pub(crate) fn emit(io: &mut Io<'_>, text: &str, sink: render::terminal::Sink) ->
 }
 
 pub(crate) fn load_rules(dirs: &[std::path::PathBuf], io: &mut Io<'_>) -> Option<RuleSet> {
-    let mut set = match RuleSet::builtin() {
-        Ok(s) => s,
+    report_rules(rules_from(dirs), io)
+}
+
+/// Why the rules could not be loaded: a built-in or user rule that does not parse, or a
+/// rules directory that cannot be read.
+pub(crate) type RulesError = Box<dyn Diagnostic + Send + Sync>;
+
+/// The rules as loaded: the set (or why it failed) and the directory entries left out
+/// before that.
+pub(crate) struct LoadedRules {
+    rules: Result<RuleSet, RulesError>,
+    skipped: Vec<crate::diagnosis::rules::SkippedEntry>,
+}
+
+/// The built-in rules with the rules of `dirs` added; writes nothing, so that it can run on
+/// a thread of its own ([`report_rules`] says what happened).
+pub(crate) fn rules_from(dirs: &[std::path::PathBuf]) -> LoadedRules {
+    let mut skipped = Vec::new();
+    let rules = RuleSet::builtin()
+        .map_err(|e| Box::new(e) as RulesError)
+        .and_then(|mut set| {
+            for d in dirs {
+                skipped.extend(set.load_dir(d).map_err(|e| Box::new(e) as RulesError)?);
+            }
+            Ok(set)
+        });
+    LoadedRules { rules, skipped }
+}
+
+/// Reports what [`rules_from`] left out and why it failed, if it did; the rules, if they
+/// loaded.
+pub(crate) fn report_rules(loaded: LoadedRules, io: &mut Io<'_>) -> Option<RuleSet> {
+    for s in loaded.skipped {
+        let _ = writeln!(
+            io.stderr,
+            "oomdoctor: skipped {}: {}",
+            render::terminal::visible(&s.path),
+            s.why
+        );
+    }
+    match loaded.rules {
+        Ok(set) => Some(set),
         Err(e) => {
-            report_error(io, &e);
-            return None;
-        }
-    };
-    for d in dirs {
-        match set.load_dir(d) {
-            Ok(skipped) => {
-                for s in skipped {
-                    let _ = writeln!(
-                        io.stderr,
-                        "oomdoctor: skipped {}: {}",
-                        render::terminal::visible(&s.path),
-                        s.why
-                    );
-                }
-            }
-            Err(e) => {
-                report_error(io, &e);
-                return None;
-            }
+            report_error(io, &*e);
+            None
         }
     }
-    Some(set)
 }
 
 /// How a listing's text is guarded on its way out.

@@ -686,8 +686,74 @@ pub fn analyze(
     specs: &[String],
     rules: &RuleSet,
     opts: &DiagnoseOptions,
-    mut stdin: Option<Box<dyn Read + Send>>,
+    stdin: Option<Box<dyn Read + Send>>,
 ) -> Analysis {
+    read_inputs(specs, opts, stdin).diagnose(rules)
+}
+
+/// Whether any of `inputs` may be a log, whose scan wants the log automata built early: not
+/// when each is a regular file that starts as a pickle does (a snapshot), whose read would
+/// only share the cores with that build. A FIFO is not opened here: that would wait for
+/// its writer.
+fn may_hold_a_log(inputs: &[String]) -> bool {
+    inputs.iter().any(|spec| {
+        let pickle = std::fs::metadata(spec).is_ok_and(|m| m.is_file())
+            && std::fs::File::open(spec).is_ok_and(|mut f| {
+                let mut head = [0u8; 8];
+                f.read(&mut head)
+                    .is_ok_and(|n| crate::ingest::snapshot::looks_like_pickle(&head[..n]))
+            });
+        !pickle
+    })
+}
+
+/// Inputs read and fused into incidents, not yet diagnosed: the part of [`analyze`] that
+/// needs no rules, so that the CLI parses its rules on another thread meanwhile.
+pub struct ReadInputs {
+    diagnosis: Diagnosis,
+    errors: Vec<InputError>,
+    files: Vec<(String, InputKind)>,
+    incidents: Vec<crate::incident::Incident>,
+}
+
+impl ReadInputs {
+    /// Diagnoses each incident under `rules`: the rest of [`analyze`].
+    pub fn diagnose(self, rules: &RuleSet) -> Analysis {
+        let ReadInputs {
+            mut diagnosis,
+            errors,
+            files,
+            incidents,
+        } = self;
+        // Each incident is diagnosed on its own: a directory of failed jobs' logs holds
+        // thousands, which the worker threads share as they shared the reading (one thread
+        // for a few, where starting threads would cost more than it saves).
+        let threads = if incidents.len() >= 64 {
+            crate::input::walk::threads()
+        } else {
+            1
+        };
+        let reports = crate::input::walk::parallel_map(&incidents, threads, |i| {
+            crate::diagnosis::verdict::diagnose(i, rules)
+        });
+        diagnosis.incidents = crate::diagnosis::verdict::finish(reports);
+        diagnosis.collect_excerpts();
+        diagnosis.group_repeats();
+        Analysis {
+            diagnosis,
+            errors,
+            files,
+        }
+    }
+}
+
+/// Reads inputs (paths, directories or `-`) and fuses what they hold into incidents: the
+/// first part of [`analyze`].
+pub fn read_inputs(
+    specs: &[String],
+    opts: &DiagnoseOptions,
+    mut stdin: Option<Box<dyn Read + Send>>,
+) -> ReadInputs {
     let mut diagnosis = Diagnosis::new();
     let mut errors = Vec::new();
     let mut items: Vec<Item> = Vec::new();
@@ -830,24 +896,11 @@ pub fn analyze(
         r.incidents = fused.ooms.iter().filter(|m| *m.input == *r.name).count();
     }
     diagnosis.series.extend(fused.series_plots);
-    // Each incident is diagnosed on its own: a directory of failed jobs' logs holds
-    // thousands, which the worker threads share as they shared the reading (one thread for
-    // a few, where starting threads would cost more than it saves).
-    let threads = if fused.incidents.len() >= 64 {
-        crate::input::walk::threads()
-    } else {
-        1
-    };
-    let reports = crate::input::walk::parallel_map(&fused.incidents, threads, |i| {
-        crate::diagnosis::verdict::diagnose(i, rules)
-    });
-    diagnosis.incidents = crate::diagnosis::verdict::finish(reports);
-    diagnosis.collect_excerpts();
-    diagnosis.group_repeats();
-    Analysis {
+    ReadInputs {
         diagnosis,
         errors,
         files: kinds,
+        incidents: fused.incidents,
     }
 }
 
@@ -933,16 +986,6 @@ pub(crate) fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         );
         return Exit::Error;
     }
-    if crate::input::read_ahead_worthwhile() {
-        // Not joined: if nothing reads a log, the process may end before it does. A thread
-        // the system refuses (a process limit) only leaves the work to the first log.
-        let _ = std::thread::Builder::new()
-            .name("warm".into())
-            .spawn(crate::ingest::log::engines::warm);
-    }
-    let Some(rules) = load_rules(&args.rules, io) else {
-        return Exit::Error;
-    };
     let Some(inputs) = inputs_or_stdin(
         &args.inputs,
         io,
@@ -954,10 +997,40 @@ pub(crate) fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
         report_error(io, &e);
         return Exit::Error;
     }
+    let two_cores = crate::input::read_ahead_worthwhile();
+    if two_cores && may_hold_a_log(&inputs) {
+        // Not joined: if nothing reads a log, the process may end before it does. A thread
+        // the system refuses (a process limit) only leaves the work to the first log.
+        let _ = std::thread::Builder::new()
+            .name("warm".into())
+            .spawn(crate::ingest::log::engines::warm);
+    }
+    // The rules are needed only once the inputs are read: on two cores they are parsed
+    // meanwhile (20-30 ms of the main thread otherwise, before any input is opened).
+    let dirs = args.rules.clone();
+    let rules_loading = two_cores
+        .then(|| {
+            std::thread::Builder::new()
+                .name("rules".into())
+                .spawn(move || rules_from(&dirs))
+                .ok()
+        })
+        .flatten();
     let stdin = io.stdin.take();
     let mut opts = DiagnoseOptions::from(args);
     opts.progress = io.stderr_is_tty;
-    let (diagnosis, errors) = diagnose_inputs(&inputs, &rules, &opts, stdin);
+    let read = read_inputs(&inputs, &opts, stdin);
+    let loaded = match rules_loading.map(|t| t.join()) {
+        Some(Ok(loaded)) => loaded,
+        Some(Err(panic)) => std::panic::resume_unwind(panic),
+        None => rules_from(&args.rules),
+    };
+    let Some(rules) = report_rules(loaded, io) else {
+        return Exit::Error;
+    };
+    let Analysis {
+        diagnosis, errors, ..
+    } = read.diagnose(&rules);
     for e in &errors {
         report_error(io, e);
     }
@@ -1007,4 +1080,25 @@ fn append(path: &Path, text: &str) -> io::Result<()> {
         .open(path)?;
     f.write_all(text.as_bytes())?;
     f.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::may_hold_a_log;
+
+    #[test]
+    fn only_inputs_that_are_all_pickle_files_skip_the_log_warm_up() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let snapshots = [
+            "fixtures/snapshots/v2_1.pickle",
+            "fixtures/snapshots/v2_8.pickle",
+        ];
+        assert!(!may_hold_a_log(&s(&snapshots)));
+        let log = "rules/torch-fragmentation/fires-hf-trainer-2ranks.log";
+        assert!(may_hold_a_log(&s(&[snapshots[0], log])));
+        // Standard input, a directory and a path that does not exist may all be logs.
+        assert!(may_hold_a_log(&s(&[snapshots[0], "-"])));
+        assert!(may_hold_a_log(&s(&["fixtures/snapshots"])));
+        assert!(may_hold_a_log(&s(&["fixtures/no-such-file.pickle"])));
+    }
 }

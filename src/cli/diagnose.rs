@@ -694,17 +694,20 @@ pub fn analyze(
 /// Whether any of `inputs` may be a log, whose scan wants the log automata built early: not
 /// when each is a regular file that starts as a pickle does (a snapshot), whose read would
 /// only share the cores with that build. A FIFO is not opened here: that would wait for
-/// its writer.
+/// its writer. Past a few dozen inputs the answer is yes without looking (the build is
+/// then a small part of the run, and a shell glob of files is not opened twice).
 fn may_hold_a_log(inputs: &[String]) -> bool {
-    inputs.iter().any(|spec| {
-        let pickle = std::fs::metadata(spec).is_ok_and(|m| m.is_file())
-            && std::fs::File::open(spec).is_ok_and(|mut f| {
-                let mut head = [0u8; 8];
-                f.read(&mut head)
-                    .is_ok_and(|n| crate::ingest::snapshot::looks_like_pickle(&head[..n]))
-            });
-        !pickle
-    })
+    const LOOKED_AT: usize = 32;
+    inputs.len() > LOOKED_AT
+        || inputs.iter().any(|spec| {
+            let pickle = std::fs::metadata(spec).is_ok_and(|m| m.is_file())
+                && std::fs::File::open(spec).is_ok_and(|mut f| {
+                    let mut head = [0u8; 8];
+                    f.read(&mut head)
+                        .is_ok_and(|n| crate::ingest::snapshot::looks_like_pickle(&head[..n]))
+                });
+            !pickle
+        })
 }
 
 /// Inputs read and fused into incidents, not yet diagnosed: the part of [`analyze`] that
@@ -1100,5 +1103,8 @@ mod tests {
         assert!(may_hold_a_log(&s(&[snapshots[0], "-"])));
         assert!(may_hold_a_log(&s(&["fixtures/snapshots"])));
         assert!(may_hold_a_log(&s(&["fixtures/no-such-file.pickle"])));
+        // Many inputs are not looked into.
+        assert!(may_hold_a_log(&s(&[snapshots[0]; 33])));
+        assert!(!may_hold_a_log(&s(&[snapshots[0]; 32])));
     }
 }

@@ -691,25 +691,6 @@ pub fn analyze(
     read_inputs(specs, opts, stdin).diagnose(rules)
 }
 
-/// Whether any of `inputs` may be a log, whose scan wants the log automata built early: not
-/// when each is a regular file that starts as a pickle does (a snapshot), whose read would
-/// only share the cores with that build. A FIFO is not opened here: that would wait for
-/// its writer. Past a few dozen inputs the answer is yes without looking (the build is
-/// then a small part of the run, and a shell glob of files is not opened twice).
-fn may_hold_a_log(inputs: &[String]) -> bool {
-    const LOOKED_AT: usize = 32;
-    inputs.len() > LOOKED_AT
-        || inputs.iter().any(|spec| {
-            let pickle = std::fs::metadata(spec).is_ok_and(|m| m.is_file())
-                && std::fs::File::open(spec).is_ok_and(|mut f| {
-                    let mut head = [0u8; 8];
-                    f.read(&mut head)
-                        .is_ok_and(|n| crate::ingest::snapshot::looks_like_pickle(&head[..n]))
-                });
-            !pickle
-        })
-}
-
 /// Inputs read and fused into incidents, not yet diagnosed: the part of [`analyze`] that
 /// needs no rules, so that the CLI parses its rules on another thread meanwhile.
 pub struct ReadInputs {
@@ -1011,14 +992,14 @@ pub(crate) fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     // The rules are needed only once the inputs are read: on two cores they are parsed
     // meanwhile (20-30 ms of the main thread otherwise, before any input is opened).
     let dirs = args.rules.clone();
-    let rules_loading = two_cores
-        .then(|| {
-            std::thread::Builder::new()
-                .name("rules".into())
-                .spawn(move || rules_from(&dirs))
-                .ok()
-        })
-        .flatten();
+    let rules_loading = if two_cores {
+        std::thread::Builder::new()
+            .name("rules".into())
+            .spawn(move || rules_from(&dirs))
+            .ok()
+    } else {
+        None
+    };
     let stdin = io.stdin.take();
     let mut opts = DiagnoseOptions::from(args);
     opts.progress = io.stderr_is_tty;
@@ -1074,6 +1055,25 @@ pub(crate) fn diagnose_command(args: &DiagnoseArgs, io: &mut Io<'_>) -> Exit {
     let status = exit_status(&diagnosis, &policy, args.exit_zero);
     let sink = format_sink(args.format, style.color);
     deliver(io, args.output.as_deref(), &text, sink, status)
+}
+
+/// Whether any of `inputs` may be a log, whose scan wants the log automata built early: not
+/// when each is a regular file that starts as a pickle does (a snapshot), whose read would
+/// only share the cores with that build. A FIFO is not opened here: that would wait for
+/// its writer. Past a few dozen inputs the answer is yes without looking (the build is
+/// then a small part of the run, and a shell glob of files is not opened twice).
+fn may_hold_a_log(inputs: &[String]) -> bool {
+    const LOOKED_AT: usize = 32;
+    inputs.len() > LOOKED_AT
+        || inputs.iter().any(|spec| {
+            let pickle = std::fs::metadata(spec).is_ok_and(|m| m.is_file())
+                && std::fs::File::open(spec).is_ok_and(|mut f| {
+                    let mut head = [0u8; 8];
+                    f.read(&mut head)
+                        .is_ok_and(|n| crate::ingest::snapshot::looks_like_pickle(&head[..n]))
+                });
+            !pickle
+        })
 }
 
 fn append(path: &Path, text: &str) -> io::Result<()> {

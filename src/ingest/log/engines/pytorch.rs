@@ -32,9 +32,12 @@ static WORKER_PID: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// The allocator's first sentence. A size cut off at the end of the text (`Tried to allocate
+/// 18`, the last line of a paste, or a wrap whose rest could not be joined) is `cut`: the
+/// OOM is read without its request rather than not at all.
 static HEAD: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(&format!(
-        r"(?:(?:(?P<exc>[\w.]*(?:Error|Exception)):\s*)?(?P<backend>CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.\s*|^\s*)Tried to allocate (?P<req>{SIZE}|more than 1EB memory)"
+        r"(?:(?:(?P<exc>[\w.]*(?:Error|Exception)):\s*)?(?P<backend>CUDA|HIP|XPU|MUSA|MLU|NPU|DPCPP|GCU) out of memory\.\s*|^\s*)Tried to allocate (?:(?P<req>{SIZE}|more than 1EB memory)|(?P<cut>\d[\d.]*)\s*$)"
     ))
 });
 /// The allocator's message cut short within its first sentence by a wrap (`CUDA out of
@@ -456,6 +459,14 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
             out.failure(f);
             return true;
         }
+        // Pieces that complete the message but do not read with it (each carries a prefix
+        // of its own): the line alone, with what it holds.
+        if used > 0 {
+            if let Some(f) = parse_allocator_oom(text) {
+                out.failure(f);
+                return true;
+            }
+        }
     }
     if let Some(c) = RUNTIME.captures(text) {
         // llama.cpp prints `CUDA error: out of memory` followed by `current device: N, in
@@ -618,11 +629,12 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
     if let Some(exc) = head.name("exc") {
         f.fact("oom.exception", exc.as_str(), span(&exc));
     }
-    let req = head.name("req")?;
-    if req.as_str().starts_with("more than") {
-        f.fact("oom.requested_bytes", 1u64 << 60, span(&req));
-    } else if let Some(v) = size(req) {
-        f.fact("oom.requested_bytes", v, span(&req));
+    if let Some(req) = head.name("req") {
+        if req.as_str().starts_with("more than") {
+            f.fact("oom.requested_bytes", 1u64 << 60, span(&req));
+        } else if let Some(v) = size(req) {
+            f.fact("oom.requested_bytes", v, span(&req));
+        }
     }
 
     let mut wording = "torch-bare";
@@ -1494,5 +1506,26 @@ mod pasted_shapes {
         assert!(first_failure("    except torch.cuda.OutOfMemoryError:").is_none());
         assert!(first_failure("if isinstance(e, torch.OutOfMemoryError): retry()").is_none());
         assert!(first_failure("> RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total capacity; 4.36 GiB already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)").is_some());
+    }
+
+    #[test]
+    fn a_request_cut_mid_number_is_still_an_oom() {
+        // The paste ends inside the size: the OOM without its request.
+        let f = first_failure("RuntimeError: CUDA out of memory. Tried to allocate 18").unwrap();
+        assert_eq!(num(&f, "oom.requested_bytes"), None);
+        assert_eq!(
+            f.get("oom.exception").and_then(|v| v.as_str()),
+            Some("RuntimeError")
+        );
+        // The rest follows, joined: the size read whole.
+        let f = first_failure("RuntimeError: CUDA out of memory. Tried to allocate 18\n6.00 MiB (GPU 0; 10.76 GiB total capacity; 9.21 GiB already allocated; 95.44 MiB free; 9.57 GiB reserved in total by PyTorch)").unwrap();
+        assert_eq!(num(&f, "oom.requested_bytes"), Some(186.0 * 1048576.0));
+        assert!(num(&f, "oom.total_bytes").is_some());
+        // The rest follows with a prefix of its own on every piece (a pod or host name):
+        // the pieces complete the message but do not read with it; the line alone is kept.
+        let f = first_failure("RuntimeError: CUDA out of memory. Tried to allocate 18\ntrainer-7d9f8 6.00 MiB (GPU 0; 10.76 GiB total capacity; 9.21 GiB already allocated; 95.44 MiB\ntrainer-7d9f8  free; 9.57 GiB reserved in total by PyTorch)").unwrap();
+        assert_eq!(num(&f, "oom.requested_bytes"), None);
+        // A number that is not the end of the text is no cut request.
+        assert!(first_failure("Tried to allocate 18 blocks per step").is_none());
     }
 }

@@ -145,6 +145,7 @@ PERTURB = [
     ("pfx-compose", prefix("svc-1  | ")),
     ("pfx-kubectl", prefix("[pod/trainer-7d9f8/main] ")),
     ("pfx-kubectl-bare", prefix("trainer-7d9f8 ")),
+    ("pfx-pdsh", prefix("worker-1: ")),
     ("pfx-gha", prefix("2026-01-01T10:00:00.1234567Z ")),
     ("wrap80", wrap(80)),
     ("wrap100", wrap(100)),

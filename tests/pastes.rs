@@ -311,3 +311,45 @@ fn a_bar_redrawn_in_place_is_read_as_its_updates() {
         i.evidence
     );
 }
+
+/// A log whose every line starts with a stream's name (stern's pod, pdsh's `host: ` under
+/// DeepSpeed's multi-node launcher) reads as the log without it: the same failure, cause,
+/// line and determination for every paste long enough to learn the name from (8 lines),
+/// and a warning that says what was dropped. The name broke every reading that spans lines
+/// (a message wrapped over three lines had it inside once joined).
+#[test]
+fn a_stream_name_on_every_line_reads_as_the_log_without_it() {
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let dir = common::tmp_dir("pastes", "stream-names");
+    let mut checked = 0;
+    for entry in std::fs::read_dir("fixtures/pastes").unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.lines().filter(|l| !l.trim().is_empty()).count() < 8 {
+            continue;
+        }
+        let plain = common::diagnose_files(&[path.to_str().unwrap()]);
+        for prefix in ["trainer-7d9f8 ", "worker-1: "] {
+            let prefixed: String = text.lines().map(|l| format!("{prefix}{l}\n")).collect();
+            let file = dir.join(path.file_name().unwrap());
+            std::fs::write(&file, prefixed).unwrap();
+            let read = common::diagnose_files(&[file.to_str().unwrap()]);
+            let name = format!("{} with {prefix:?}", path.display());
+            assert_eq!(read.incidents.len(), plain.incidents.len(), "{name}");
+            for (a, b) in plain.incidents.iter().zip(&read.incidents) {
+                assert_eq!(
+                    (a.kind.as_str(), a.cause.id(), a.determined, a.location.line),
+                    (b.kind.as_str(), b.cause.id(), b.determined, b.location.line),
+                    "{name}"
+                );
+            }
+            let warned = read.inputs[0]
+                .warnings
+                .iter()
+                .any(|w| w.contains(prefix.trim_end()) && w.contains("read without it"));
+            assert!(warned, "{name}: {:?}", read.inputs[0].warnings);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} pastes long enough");
+}

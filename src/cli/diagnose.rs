@@ -448,7 +448,13 @@ fn analyze_opened(
 ) -> Result<InputOutcome, (InputError, InputKind)> {
     let name = opened.input_name();
     let cut = opened.cut.clone();
+    let line_prefixes = opened.line_prefixes.as_ref().map(|p| p.describe());
     let mut outcome = analyze_kind(opened, path, opts);
+    if let (Some(names), Ok(o)) = (line_prefixes, &mut outcome) {
+        o.report.warnings.push(format!(
+            "nearly every line starts with {names} (a stream's name, as stern or pdsh write it): read without it"
+        ));
+    }
     if let Some(c) = input::cut_of(&cut) {
         match &mut outcome {
             // A log is diagnosed from what decoded: the OOM of a job killed mid-write is

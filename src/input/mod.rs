@@ -209,6 +209,9 @@ pub struct Opened {
     pub mappable: Option<(File, u64)>,
     /// Whether the input was UTF-16, transcoded on the fly.
     pub transcoded: bool,
+    /// The stream names every line of the log started with, read without them
+    /// ([`crate::ingest::log::line_prefix`]).
+    pub line_prefixes: Option<crate::ingest::log::line_prefix::LinePrefixes>,
 }
 
 /// A regular file read to its end once: the sniffing and the scan each asked the file
@@ -261,7 +264,7 @@ pub fn open(
     if spec == "-" {
         let mappable = take_stdin_file();
         let mut opened = open_reader(stdin_name, stdin, forced)?;
-        if !opened.compressed && !opened.transcoded {
+        if opened.reads_as_stored() {
             opened.mappable = mappable;
         }
         return Ok(opened);
@@ -310,7 +313,7 @@ pub fn open(
         })
     };
     let mut opened = open_reader(spec, reader, forced)?;
-    if !opened.compressed && !opened.transcoded {
+    if opened.reads_as_stored() {
         opened.mappable = mappable;
     }
     Ok(opened)
@@ -410,6 +413,19 @@ pub fn open_reader(
         });
     }
     let kind = forced.unwrap_or_else(|| sniff(&head));
+    // A log whose every line starts with a stream's name (stern, pdsh): read without it.
+    let line_prefixes = (kind == InputKind::Log)
+        .then(|| crate::ingest::log::line_prefix::learn(&head))
+        .flatten();
+    if let Some(p) = &line_prefixes {
+        let rest = Box::new(Cursor::new(std::mem::take(&mut head)).chain(reader));
+        reader = Box::new(crate::ingest::log::line_prefix::StripLinePrefixes::new(
+            rest,
+            p.clone(),
+        ));
+        head = read_head(&mut reader, SNIFF_BYTES)
+            .map_err(|e| InputError::from_io(name, e, compressed, 0))?;
+    }
     let reader: Box<dyn Read + Send> = Box::new(Cursor::new(head.clone()).chain(reader));
     Ok(Opened {
         name: Arc::from(name),
@@ -421,10 +437,17 @@ pub fn open_reader(
         cut,
         mappable: None,
         transcoded,
+        line_prefixes,
     })
 }
 
 impl Opened {
+    /// Whether `reader` yields the input's bytes as they are stored (not decompressed,
+    /// transcoded or stripped of line prefixes): only then may a map stand in for it.
+    fn reads_as_stored(&self) -> bool {
+        !self.compressed && !self.transcoded && self.line_prefixes.is_none()
+    }
+
     /// The input as a mapped file, where it is a large regular file read as it is
     /// ([`MappedFile`]); `None` otherwise, and the input is read through `reader`.
     pub fn mapped(&mut self) -> Option<MappedFile> {

@@ -11,6 +11,7 @@ pub mod phase;
 pub mod anchors;
 pub mod clean;
 pub mod gate;
+pub mod line_prefix;
 pub mod pattern;
 pub mod scanner;
 pub mod seams;

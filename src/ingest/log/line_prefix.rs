@@ -23,6 +23,9 @@ const MIN_SHARE_PERCENT: usize = 90;
 const MAX_NAMES: usize = 16;
 /// The lines looked at.
 const MAX_LINES: usize = 400;
+/// Half of the first lines must have a name's shape, or the log is not looked at further
+/// (a directory's 10,000 logs each paid for counting their lines otherwise).
+const FIRST_LINES: usize = 16;
 
 /// The names (each with its separator) that start a log's lines.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,12 +67,15 @@ impl LinePrefixes {
 pub fn learn(head: &[u8]) -> Option<LinePrefixes> {
     // The last piece may be a line cut off by the end of the head: only whole lines.
     let whole = &head[..memchr::memrchr(b'\n', head)? + 1];
-    // Most logs start their lines with words of every kind: stop at the first tenth of
-    // the lines that cannot carry a name (counting blank ones, so the stop is never early).
-    let most = memchr::memchr_iter(b'\n', whole).count().min(MAX_LINES);
-    let mut misses = 0;
     let mut lines: Vec<&[u8]> = Vec::new();
-    for line in whole[..whole.len() - 1].split(|&b| b == b'\n') {
+    let mut misses = 0;
+    // Most logs start their lines with words of every kind: given up on after the first
+    // lines, or a tenth of the lines looked at (blank ones counted: never too early).
+    let mut most = None;
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', whole) {
+        let line = &whole[start..end];
+        start = end + 1;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -77,13 +83,22 @@ pub fn learn(head: &[u8]) -> Option<LinePrefixes> {
         if lines.len() == MAX_LINES {
             break;
         }
-        if name_and_separator(line).is_none() {
-            misses += 1;
-            if misses * 100 > most * (100 - MIN_SHARE_PERCENT) {
+        lines.push(line);
+        if name_and_separator(line).is_some() {
+            continue;
+        }
+        misses += 1;
+        if lines.len() <= FIRST_LINES {
+            if misses * 2 > FIRST_LINES {
                 return None;
             }
+            continue;
         }
-        lines.push(line);
+        let most =
+            *most.get_or_insert_with(|| memchr::memchr_iter(b'\n', whole).take(MAX_LINES).count());
+        if misses * 100 > most * (100 - MIN_SHARE_PERCENT) {
+            return None;
+        }
     }
     // The names: the shape alone first (most logs fail the count below, and the known
     // prefixes' automaton costs microseconds a line on a directory's 10,000 logs).

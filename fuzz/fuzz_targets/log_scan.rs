@@ -1,4 +1,5 @@
-//! The whole log path: scanner, clean-up, every recogniser, incidents, rules, both renderers.
+//! The whole log path: learned line prefixes, scanner, clean-up, every recogniser, incidents,
+//! rules, both renderers.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use std::sync::LazyLock;
@@ -9,7 +10,16 @@ static RULES: LazyLock<oomdoctor::diagnosis::rules::RuleSet> =
 
 fuzz_target!(|data: &[u8]| {
     let input: oomdoctor::facts::evidence::InputName = std::sync::Arc::from("fuzz.log");
-    let Ok((evidence, _)) = oomdoctor::ingest::log::grouping::analyze_log(&mut &data[..], &input) else { return };
+    // A log with a stream's name on every line is read without it, as `input::open` does.
+    let Ok((evidence, _)) = (match oomdoctor::ingest::log::line_prefix::learn(data) {
+        Some(p) => oomdoctor::ingest::log::grouping::analyze_log(
+            &mut oomdoctor::ingest::log::line_prefix::StripLinePrefixes::new(data, p),
+            &input,
+        ),
+        None => oomdoctor::ingest::log::grouping::analyze_log(&mut &data[..], &input),
+    }) else {
+        return;
+    };
     let rules = &*RULES;
     let mut d = oomdoctor::diagnosis::report::Diagnosis::new();
     d.incidents = oomdoctor::diagnosis::verdict::finish(evidence.incidents.iter().map(|i| oomdoctor::diagnosis::verdict::diagnose(i, rules)).collect());

@@ -253,6 +253,11 @@ fn messages_cut_at_a_fixed_width_read_whole() {
     assert_eq!(i.kind, "device-oom");
     assert_eq!(i.device, Some(1));
     assert_eq!(i.requested_bytes, Some(64 * 256 * 128 * 128 * 4));
+    // ggml's context pool message cut inside its first number by an 80-column terminal.
+    let i = first("ggml-context-pool-cut-at-80-columns.log");
+    assert_eq!(i.kind, "device-oom");
+    assert_eq!(i.cause.id(), "batch-misconfiguration");
+    assert_eq!(i.requested_bytes, Some(20_979_552));
 }
 
 /// A fix that names the knob's current value before its target ("Lower

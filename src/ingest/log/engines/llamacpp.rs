@@ -97,6 +97,7 @@ static COMPUTE_FAIL: LazyLock<Regex> = LazyLock::new(|| {
 /// front from the batch and the context, and a graph larger than the estimate failed with
 /// `ggml_new_tensor_impl: not enough space in the context's memory pool (needed 35007776,
 /// available 12582912)`, typically at a large `--n_batch`.
+const POOL_FULL: &str = "not enough space in the context's memory pool";
 static CONTEXT_POOL: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"not enough space in the context's memory pool \(needed (?P<need>\d+), available (?P<avail>\d+)\)",
@@ -620,14 +621,34 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
     if (CUDA_MALLOC.is_match(text) || BUFFER_FAIL.is_match(text)) && retried(line) {
         return true;
     }
-    if let Some(c) = CONTEXT_POOL.captures(text) {
+    if text.contains(POOL_FULL) {
         // The pool is the compute graph's scratch, sized from the batch: no device ran out,
-        // the graph outgrew the estimate.
+        // the graph outgrew the estimate. A terminal's wrap may cut its numbers: read them
+        // joined with the pieces after it, or the failure without them.
+        let pool_joined = (!CONTEXT_POOL.is_match(text))
+            .then(|| {
+                super::join_whole(
+                    line,
+                    |t| CONTEXT_POOL.is_match(t),
+                    |p| p.contains(POOL_FULL),
+                )
+            })
+            .flatten();
+        let pool_text = pool_joined.as_ref().map_or(text, |(t, _)| t.as_str());
         let mut f = device_failure(line, "compute", "cpu", None);
-        if let Some(m) = c.name("need") {
+        if let Some(m) = CONTEXT_POOL
+            .captures(pool_text)
+            .and_then(|c| c.name("need"))
+        {
             if let Ok(b) = m.as_str().parse::<u64>() {
-                f.fact("oom.requested_bytes", b, span(&m));
+                // A span only where the numbers are on the line itself.
+                let at = pool_joined.is_none().then(|| span(&m)).flatten();
+                f.fact("oom.requested_bytes", b, at);
             }
+        }
+        if let Some((joined, used)) = pool_joined {
+            out.consume(used);
+            f.text = Some(joined);
         }
         out.failure(f);
         return true;
@@ -1534,6 +1555,13 @@ CUDA error 2 at ggml-cuda.cu:412: out of memory\n";
             Some(35007776.0)
         );
         assert!(failure("ggml_new_tensor_impl: context's memory pool statistics").is_none());
+        // Cut inside a number, nothing after it: the failure without its numbers (the
+        // pieces of a wrapped one are joined: `tests/pastes.rs`).
+        let f = failure(
+            "ggml_new_tensor_impl: not enough space in the context's memory pool (needed 3500",
+        )
+        .expect("cut pool failure");
+        assert_eq!(f.get("oom.requested_bytes"), None);
     }
 
     /// L-A1..L-A9 and the consequence lines: (text, kind, backend, device, requested bytes, wrapper)

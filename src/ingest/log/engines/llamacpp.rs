@@ -32,6 +32,9 @@ use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
 use crate::facts::units::parse_number;
 use crate::ingest::log::pattern::static_regex;
 
+/// What every wording of ggml's context-pool failure holds, its numbers cut or not.
+const POOL_FULL: &str = "not enough space in the context's memory pool";
+
 static CUDA_MALLOC: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"allocating (?P<mib>\d+(?:\.\d+)?) MiB on device (?P<dev>\d+): (?P<api>[a-z]+)Malloc failed: (?P<err>.*)",
@@ -97,7 +100,6 @@ static COMPUTE_FAIL: LazyLock<Regex> = LazyLock::new(|| {
 /// front from the batch and the context, and a graph larger than the estimate failed with
 /// `ggml_new_tensor_impl: not enough space in the context's memory pool (needed 35007776,
 /// available 12582912)`, typically at a large `--n_batch`.
-const POOL_FULL: &str = "not enough space in the context's memory pool";
 static CONTEXT_POOL: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"not enough space in the context's memory pool \(needed (?P<need>\d+), available (?P<avail>\d+)\)",

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     // A log with a stream's name on every line is read without it, as `input::open` does.
     let Ok((evidence, _)) = (match oomdoctor::ingest::log::line_prefix::learn(data) {
         Some(p) => oomdoctor::ingest::log::grouping::analyze_log(
-            &mut oomdoctor::ingest::log::line_prefix::StripLinePrefixes::new(data, p),
+            &mut oomdoctor::ingest::log::line_prefix::StripLinePrefixes::reader(data, p),
             &input,
         ),
         None => oomdoctor::ingest::log::grouping::analyze_log(&mut &data[..], &input),

@@ -419,7 +419,7 @@ pub fn open_reader(
         .flatten();
     if let Some(p) = &line_prefixes {
         let rest = Box::new(Cursor::new(std::mem::take(&mut head)).chain(reader));
-        reader = Box::new(crate::ingest::log::line_prefix::StripLinePrefixes::new(
+        reader = Box::new(crate::ingest::log::line_prefix::StripLinePrefixes::reader(
             rest,
             p.clone(),
         ));
@@ -540,31 +540,73 @@ fn utf16_order(head: &[u8]) -> Option<bool> {
     }
 }
 
+/// A stream rewritten a piece at a time on its way to the scan (UTF-16 to UTF-8, a log's
+/// learned line prefixes dropped): [`Rewritten`] turns one into a reader.
+pub trait Rewrite {
+    /// Appends the next rewritten bytes to `out` (possibly none, when more input is needed
+    /// first); `false` once the input is used up and everything has been written.
+    fn rewrite(&mut self, out: &mut Vec<u8>) -> io::Result<bool>;
+}
+
+/// The reader of a [`Rewrite`].
+pub struct Rewritten<W> {
+    inner: W,
+    out: Vec<u8>,
+    out_pos: usize,
+    done: bool,
+}
+
+impl<W> Rewritten<W> {
+    pub fn new(inner: W) -> Self {
+        Rewritten {
+            inner,
+            out: Vec::new(),
+            out_pos: 0,
+            done: false,
+        }
+    }
+}
+
+impl<W: Rewrite> Read for Rewritten<W> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.out_pos >= self.out.len() {
+            if self.done {
+                return Ok(0);
+            }
+            self.out.clear();
+            self.out_pos = 0;
+            self.done = !self.inner.rewrite(&mut self.out)?;
+        }
+        let n = (self.out.len() - self.out_pos).min(buf.len());
+        buf[..n].copy_from_slice(&self.out[self.out_pos..self.out_pos + n]);
+        self.out_pos += n;
+        Ok(n)
+    }
+}
+
 /// Streams UTF-16 (either byte order) as UTF-8. Unpaired surrogates become U+FFFD.
 struct Utf16ToUtf8 {
     inner: Box<dyn Read + Send>,
     big_endian: bool,
     pending: Vec<u8>,
-    out: Vec<u8>,
-    out_pos: usize,
     started: bool,
     eof: bool,
 }
 
 impl Utf16ToUtf8 {
-    fn new(inner: Box<dyn Read + Send>, big_endian: bool) -> Self {
-        Utf16ToUtf8 {
+    fn new(inner: Box<dyn Read + Send>, big_endian: bool) -> Rewritten<Self> {
+        Rewritten::new(Utf16ToUtf8 {
             inner,
             big_endian,
             pending: Vec::new(),
-            out: Vec::new(),
-            out_pos: 0,
             started: false,
             eof: false,
-        }
+        })
     }
+}
 
-    fn refill(&mut self) -> io::Result<()> {
+impl Rewrite for Utf16ToUtf8 {
+    fn rewrite(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
         let mut buf = vec![0u8; 64 << 10];
         let n = self.inner.read(&mut buf)?;
         if n == 0 {
@@ -600,24 +642,8 @@ impl Utf16ToUtf8 {
         if self.eof {
             self.pending.clear();
         }
-        self.out = s.into_bytes();
-        self.out_pos = 0;
-        Ok(())
-    }
-}
-
-impl Read for Utf16ToUtf8 {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.out_pos >= self.out.len() {
-            if self.eof {
-                return Ok(0);
-            }
-            self.refill()?;
-        }
-        let n = (self.out.len() - self.out_pos).min(buf.len());
-        buf[..n].copy_from_slice(&self.out[self.out_pos..self.out_pos + n]);
-        self.out_pos += n;
-        Ok(n)
+        out.extend_from_slice(s.as_bytes());
+        Ok(!self.eof)
     }
 }
 

@@ -13,6 +13,8 @@
 
 use std::io::{self, Read};
 
+use crate::input::{Rewrite, Rewritten};
+
 use crate::ingest::log::clean::{LineMeta, strip_prefixes};
 
 /// The fewest lines a prefix is learned from, and the share of lines that must carry one
@@ -189,8 +191,6 @@ pub struct StripLinePrefixes<R> {
     prefixes: LinePrefixes,
     /// Read and not yet passed on: from the start of a line not yet complete.
     pending: Vec<u8>,
-    out: Vec<u8>,
-    out_pos: usize,
     /// Whether `pending` starts at the start of a line.
     at_line_start: bool,
     eof: bool,
@@ -201,21 +201,20 @@ pub struct StripLinePrefixes<R> {
 const MAX_PENDING: usize = 1 << 20;
 
 impl<R: Read> StripLinePrefixes<R> {
-    pub fn new(inner: R, prefixes: LinePrefixes) -> Self {
-        StripLinePrefixes {
+    /// `inner` read without `prefixes`.
+    pub fn reader(inner: R, prefixes: LinePrefixes) -> Rewritten<Self> {
+        Rewritten::new(StripLinePrefixes {
             inner,
             prefixes,
             pending: Vec::new(),
-            out: Vec::new(),
-            out_pos: 0,
             at_line_start: true,
             eof: false,
-        }
+        })
     }
+}
 
-    fn refill(&mut self) -> io::Result<()> {
-        self.out.clear();
-        self.out_pos = 0;
+impl<R: Read> Rewrite for StripLinePrefixes<R> {
+    fn rewrite(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
         let mut buf = [0u8; 64 << 10];
         let n = self.inner.read(&mut buf)?;
         if n == 0 {
@@ -226,7 +225,7 @@ impl<R: Read> StripLinePrefixes<R> {
             _ if self.eof => self.pending.len(),
             Some(i) => i + 1,
             None if self.pending.len() >= MAX_PENDING => self.pending.len(),
-            None => return Ok(()),
+            None => return Ok(true),
         };
         let mut rest = &self.pending[..upto];
         while !rest.is_empty() {
@@ -237,27 +236,12 @@ impl<R: Read> StripLinePrefixes<R> {
             } else {
                 0
             };
-            self.out.extend_from_slice(&line[skip..]);
+            out.extend_from_slice(&line[skip..]);
             self.at_line_start = line.ends_with(b"\n");
             rest = &rest[end..];
         }
         self.pending.drain(..upto);
-        Ok(())
-    }
-}
-
-impl<R: Read> Read for StripLinePrefixes<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.out_pos >= self.out.len() {
-            if self.eof && self.pending.is_empty() {
-                return Ok(0);
-            }
-            self.refill()?;
-        }
-        let n = (self.out.len() - self.out_pos).min(buf.len());
-        buf[..n].copy_from_slice(&self.out[self.out_pos..self.out_pos + n]);
-        self.out_pos += n;
-        Ok(n)
+        Ok(!self.eof)
     }
 }
 
@@ -274,7 +258,7 @@ mod tests {
     fn stripped(text: &str) -> String {
         let p = learn(text.as_bytes()).expect("a prefix");
         // Small reads, so that lines and prefixes fall across them.
-        let mut r = StripLinePrefixes::new(OneByteAtATime(text.as_bytes()), p);
+        let mut r = StripLinePrefixes::reader(OneByteAtATime(text.as_bytes()), p);
         let mut out = Vec::new();
         r.read_to_end(&mut out).unwrap();
         String::from_utf8(out).unwrap()
@@ -379,7 +363,7 @@ mod tests {
                 expected.extend_from_slice(&line[prefixes.len_at(line)..]);
             }
             let mut out = Vec::new();
-            StripLinePrefixes::new(Uneven(&text, &mut rng), prefixes.clone())
+            StripLinePrefixes::reader(Uneven(&text, &mut rng), prefixes.clone())
                 .read_to_end(&mut out)
                 .unwrap();
             assert!(

@@ -120,8 +120,12 @@ fn walk_runs(
         // terminal's wrap) or another seam is crossed.
         let exact = pieces[i].width == width;
         let mut last = i + 1;
+        // The indent every line of an indented paste (a Markdown code block, a quote) starts
+        // with is the paste's, not the message's: the first piece's, taken off each
+        // continuation.
+        let indent = leading_blanks(&stretch[pieces[first].start..pieces[first].end]);
         text.extend_from_slice(first_sep);
-        text.extend_from_slice(continuation(stretch, &pieces[last], first_sep));
+        text.extend_from_slice(continuation(stretch, &pieces[last], first_sep, indent));
         while last + 1 < pieces.len() {
             let sep = if exact && pieces[last].width == width {
                 Some(&b""[..])
@@ -136,7 +140,7 @@ fn walk_runs(
             }
             last += 1;
             text.extend_from_slice(sep);
-            text.extend_from_slice(continuation(stretch, &pieces[last], sep));
+            text.extend_from_slice(continuation(stretch, &pieces[last], sep, indent));
         }
         runs.push(WrappedRun {
             start: pieces[first].start,
@@ -227,20 +231,25 @@ fn separator(prev: &Piece, width: usize) -> &'static [u8] {
     if prev.width == width { b"" } else { b" " }
 }
 
-/// The text of a continuation piece: as cut after an exact wrap (a leading space is the
-/// message's own), without the indent a wrapping tool adds otherwise.
-fn continuation<'s>(stretch: &'s [u8], p: &Piece, sep: &[u8]) -> &'s [u8] {
+/// The text of a continuation piece: as cut after an exact wrap, less the paste's `indent`
+/// where it starts with it (a leading space past that is the message's own), without the
+/// indent a wrapping tool adds otherwise.
+fn continuation<'s>(stretch: &'s [u8], p: &Piece, sep: &[u8], indent: &[u8]) -> &'s [u8] {
     let text = &stretch[p.start..p.end];
     if sep.is_empty() {
-        text
+        text.strip_prefix(indent).unwrap_or(text)
     } else {
         trim_start(text)
     }
 }
 
+/// The spaces and tabs `s` starts with.
+fn leading_blanks(s: &[u8]) -> &[u8] {
+    &s[..s.iter().take_while(|b| matches!(b, b' ' | b'\t')).count()]
+}
+
 fn trim_start(s: &[u8]) -> &[u8] {
-    let n = s.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
-    &s[n..]
+    &s[leading_blanks(s).len()..]
 }
 
 /// How many UTF-8 continuation bytes (`0b10xx_xxxx`) `line` holds: what a terminal does not
@@ -326,6 +335,28 @@ mod tests {
         assert_eq!(run.continuation_lines, 3);
         assert_eq!(&log[run.start..run.start + 6], "[2026-");
         assert!(log[run.end..].starts_with("\nINFO done"));
+    }
+
+    #[test]
+    fn an_indented_paste_is_put_back_without_its_indent() {
+        // A Markdown code block in an issue: every line, each piece of the wrap included,
+        // indented by four spaces; a piece that starts with the message's own space keeps it.
+        let indented: String = wrap(VLLM, 75)
+            .lines()
+            .map(|l| format!("    {l}\n"))
+            .collect();
+        assert!(
+            indented.contains("\n     "),
+            "a piece starts with a space of its own"
+        );
+        let log = format!("    INFO starting\n{indented}    INFO done\n");
+        let runs = wrapped_runs(log.as_bytes(), &anchors());
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            String::from_utf8_lossy(&runs[0].text),
+            format!("    {VLLM}")
+        );
+        assert_eq!(runs[0].continuation_lines, 3);
     }
 
     #[test]

@@ -147,6 +147,7 @@ PERTURB = [
     ("pfx-kubectl-bare", prefix("trainer-7d9f8 ")),
     ("pfx-pdsh", prefix("worker-1: ")),
     ("pfx-gha", prefix("2026-01-01T10:00:00.1234567Z ")),
+    ("pfx-quote", prefix("> ")),
     ("wrap80", wrap(80)),
     ("wrap100", wrap(100)),
     ("wrap120", wrap(120)),

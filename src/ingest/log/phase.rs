@@ -188,6 +188,35 @@ const FRAME_CLASSES: &[FrameClass] = &[
         ],
         files: &["torch/optim/", "torch\\optim\\", "bitsandbytes/optim"],
     },
+    // Before evaluation: an evaluation that generates (a harness's generation tasks, a
+    // trainer's `predict_with_generate`) failed in the generation, whose cache grows.
+    FrameClass {
+        phase: id::GENERATION,
+        functions: &[
+            "generate",
+            "_sample",
+            // Not a bare `sample`: diffusion front-ends (ComfyUI's KSampler, k-diffusion) name
+            // their denoising loop that, and it has no growing cache.
+            "greedy_search",
+            "beam_search",
+            "_beam_search",
+            "_assisted_decoding",
+            "generate_step",
+            // lm-evaluation-harness's generation tasks.
+            "generate_until",
+            "_model_generate",
+            // Allocating a generation's KV cache up front: torchtune's `setup_caches`,
+            // Transformers' static caches.
+            "setup_caches",
+            "_setup_cache",
+        ],
+        files: &[
+            "generation/utils.py",
+            "cache_utils.py",
+            "/kv_cache.py",
+            "\\kv_cache.py",
+        ],
+    },
     FrameClass {
         phase: id::EVALUATION,
         functions: &[
@@ -202,21 +231,6 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "test_step",
         ],
         files: &[],
-    },
-    FrameClass {
-        phase: id::GENERATION,
-        functions: &[
-            "generate",
-            "_sample",
-            // Not a bare `sample`: diffusion front-ends (ComfyUI's KSampler, k-diffusion) name
-            // their denoising loop that, and it has no growing cache.
-            "greedy_search",
-            "beam_search",
-            "_beam_search",
-            "_assisted_decoding",
-            "generate_step",
-        ],
-        files: &["generation/utils.py"],
     },
     FrameClass {
         phase: id::SERVING,
@@ -259,11 +273,12 @@ static FRAME: LazyLock<Regex> = LazyLock::new(|| {
         r#"^\s*File "(?P<file>[^"]+)",(?: line \d+,)? in (?P<func>[\w<>.]+)|^\s*[│|]\s*(?P<rfile>\S*):\d+ in (?P<rfunc>[\w<>.]+)\s*[│|]\s*$|^(?P<ifile>(?:~|/|[A-Za-z]:\\)\S*\.py|<ipython-input-[\w-]+>) in (?P<ifunc>[\w<>.]+)(?:\(|$)|^\s*File (?P<jfile>(?:~|/|[A-Za-z]:\\)\S*?\.py):\d+, in (?:[\w<>]+\.)*(?P<jfunc>[\w<>]+)"#,
     )
 });
-/// A progress bar's counter: tqdm's `| 450/1000 [`, and rich's (Lightning's RichProgressBar)
-/// `0/10 0:00:01 •`.
+/// A progress bar's counter: tqdm's `| 450/1000 [`, rich's (Lightning's RichProgressBar)
+/// `0/10 0:00:01 •`, and the bracketed one of PyTorch's ImageNet example and the training
+/// scripts written after it (`Epoch: [3][256/1389]`).
 static TQDM: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•",
+        r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•|\]\s*\[\s*(?P<bcur>\d+)\s*/\s*(?P<btotal>\d+)\s*\]",
     )
 });
 static STEP: LazyLock<Regex> = LazyLock::new(|| {
@@ -308,6 +323,22 @@ fn redrawn_count(
         highest = highest.max(counter(&c));
     }
     matched.then_some(highest)
+}
+
+/// What a progress bar line is labelled, its numbers left out, so that the bars of one
+/// loop (`Epoch 3: ...`, `Epoch 4: ...`) read alike: the letters before the bar's
+/// percentage (tqdm) or its counter (rich), lower-cased, one space between words. An
+/// unlabelled bar reads "".
+fn bar_label(line: &str) -> String {
+    let piece = line.rsplit('\r').find(|p| TQDM.is_match(p)).unwrap_or(line);
+    let before = TQDM.find(piece).map_or(piece, |m| &piece[..m.start()]);
+    let before = before.rfind('%').map_or(before, |i| &before[..i]);
+    before
+        .split(|c: char| !c.is_alphabetic())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A counter's digits as a number.
@@ -602,6 +633,11 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let mut saw_loss_log = false;
     let mut evaluation_rounds = None;
     let mut lower = Vec::new();
+    // What the bar nearest the failure is labelled: the work that failed. Bars labelled
+    // otherwise counted other work (`Running loglikelihood requests: 147/147` above
+    // `Running generate_until requests: 0/20`; a dataset's unlabelled `444218/444218`
+    // above `Epoch: [0][256/1389]`), whose steps say nothing of whether this one fits.
+    let mut nearest_bar: Option<String> = None;
     for (distance, l) in preceding.iter().enumerate() {
         let t = &l.text;
         // Which of the regexes below can match at all, from words each needs: most lines
@@ -624,12 +660,20 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         }
         if let Some(count) = may
             .tqdm
-            .then(|| redrawn_count(t, &TQDM, |c| count_of(c.name("cur").or(c.name("rcur")))))
+            .then(|| {
+                redrawn_count(t, &TQDM, |c| {
+                    count_of(c.name("cur").or(c.name("rcur")).or(c.name("bcur")))
+                })
+            })
             .flatten()
         {
             if let Some(n) = count {
-                steps = Some(steps.unwrap_or(0u64).max(n));
-                progress = true;
+                let label = bar_label(t);
+                let same_work = nearest_bar.get_or_insert_with(|| label.clone()) == &label;
+                if same_work {
+                    steps = Some(steps.unwrap_or(0u64).max(n));
+                    progress = true;
+                }
             }
         } else if let Some(count) = may
             .step
@@ -933,6 +977,20 @@ Traceback (most recent call last):
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::BACKWARD);
         assert_eq!(d.steps_completed, Some(450));
+
+        // An evaluation that generates failed in the generation: here allocating the cache.
+        let tb = r#"Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/recipes/eleuther_eval.py", line 229, in evaluate
+    eleuther_results = evaluate(
+  File "/venv/lib/python3.11/site-packages/lm_eval/models/huggingface.py", line 1292, in generate_until
+    cont = self._model_generate(
+  File "/venv/lib/python3.11/site-packages/torchtune/modules/transformer.py", line 183, in setup_caches
+    layer.attn.kv_cache = KVCache(
+  File "/venv/lib/python3.11/site-packages/torchtune/modules/kv_cache.py", line 36, in __init__
+    "k_cache", torch.zeros(cache_shape, dtype=dtype), persistent=False"#;
+        let d = decide(&pre(tb), None);
+        assert_eq!(d.phase, id::GENERATION);
+        assert!(d.evidence.is_some_and(|e| e.contains("kv_cache.py")));
     }
 
     /// A model built straight on the device (`with torch.device("cuda"): Model(config)`):
@@ -1310,5 +1368,40 @@ mod counting {
             None,
         );
         assert_eq!(d.steps_completed, Some(231));
+    }
+
+    #[test]
+    fn only_the_failed_works_bars_count() {
+        // An evaluation harness: one task's bar ran through, the next failed on its first
+        // item. The first task's requests are not steps of the second.
+        let d = decide(
+            &pre(
+                "Running loglikelihood requests: 100%|██████████| 147/147 [00:09<00:00, 15.28it/s]\n\
+                 Running generate_until requests:   0%|          | 0/20 [00:00<?, ?it/s]",
+            ),
+            None,
+        );
+        assert_eq!(d.steps_completed, Some(0));
+        assert_ne!(d.phase, id::STEADY_STATE);
+        // An unlabelled bar of building the dataset is not training either; the bracketed
+        // counter of PyTorch's ImageNet example is.
+        let d = decide(
+            &pre("Found 444218 structures, building graphs\n\
+                 100%|██████████| 444218/444218 [21:47<00:00, 339.85it/s]\n\
+                 Epoch: [0][0/1389]\tTime 9.812 (9.812)\tLoss 1.0113 (1.0113)\n\
+                 Epoch: [0][256/1389]\tTime 0.411 (0.449)\tLoss 0.5539 (0.6923)"),
+            None,
+        );
+        assert_eq!(d.steps_completed, Some(256));
+        // One loop's bars, an epoch apart, are one work: their numbers do not make them two.
+        let d = decide(
+            &pre(
+                "Epoch 2: 100%|██████████| 500/500 [02:13<00:00, 3.75it/s, loss=0.412]\n\
+                 Epoch 3:   0%|          | 0/500 [00:00<?, ?it/s]",
+            ),
+            None,
+        );
+        assert_eq!(d.steps_completed, Some(500));
+        assert_eq!(d.phase, id::STEADY_STATE);
     }
 }

@@ -92,6 +92,36 @@ pub const FACTS: &[FactDef] = &[
         "Last minus first reading's share of the machine's memory in use.",
     ),
     fact(
+        "host.rss_samples",
+        Unit::Count,
+        "How many readings of its own resident memory (`rss=2655MB`, `RSS: 12.3 GB`) the program logged before the failure.",
+    ),
+    fact(
+        "host.rss_increases",
+        Unit::Count,
+        "How many of those readings were higher than the one before.",
+    ),
+    fact(
+        "host.rss_first_bytes",
+        Unit::Bytes,
+        "The process's resident memory at its first logged reading.",
+    ),
+    fact(
+        "host.rss_last_bytes",
+        Unit::Bytes,
+        "The process's resident memory at its last logged reading before the failure.",
+    ),
+    fact(
+        "host.rss_max_bytes",
+        Unit::Bytes,
+        "The largest of the process's logged resident memory readings.",
+    ),
+    fact(
+        "host.rss_growth_bytes",
+        Unit::Bytes,
+        "Last minus first logged reading of the process's resident memory.",
+    ),
+    fact(
         "host.free_ram_bytes",
         Unit::Bytes,
         "Free system RAM at the failure.",

@@ -198,6 +198,10 @@ impl LogAnalyzer {
                 self.run_output = true;
                 add_sample(&mut self.context, &HOST_SAMPLES, used / total, rec.prov);
             }
+            Observation::ProcessMemorySample(bytes) => {
+                self.run_output = true;
+                add_sample(&mut self.context, &PROCESS_SAMPLES, bytes, rec.prov);
+            }
             Observation::WorkerPid(pid) => {
                 let seen = (self.run, pid);
                 if self.worker_pids.len() < MAX_WORKER_PIDS && !self.worker_pids.contains(&seen) {
@@ -868,6 +872,17 @@ const HOST_SAMPLES: SampleFacts = SampleFacts {
     growth: "host.memory_growth_share",
 };
 
+/// The process's own resident memory, as the program logged it (`rss_after=2655MB`), in
+/// bytes.
+const PROCESS_SAMPLES: SampleFacts = SampleFacts {
+    first: "host.rss_first_bytes",
+    last: "host.rss_last_bytes",
+    max: Some("host.rss_max_bytes"),
+    samples: "host.rss_samples",
+    increases: "host.rss_increases",
+    growth: "host.rss_growth_bytes",
+};
+
 /// The incident kind of memory that a log shows climbing with no failure in it.
 pub const MEMORY_GROWTH: &str = "memory-growth";
 
@@ -902,6 +917,8 @@ fn growth_without_failure(
         (Domain::Device, &DEVICE_SAMPLES)
     } else if steady(&HOST_SAMPLES, 3.0, 0.2) {
         (Domain::Host, &HOST_SAMPLES)
+    } else if steady(&PROCESS_SAMPLES, 4.0, 512.0 * 1048576.0) {
+        (Domain::Host, &PROCESS_SAMPLES)
     } else {
         return None;
     };

@@ -129,6 +129,11 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         // `free`'s row and `top`'s summary (`MiB Mem :`).
         "Mem:",
         "Mem :",
+        // A program's own resident memory (`rss=2655MB`, `RSS: 12.3 GB`, `rss_after=`).
+        "rss=",
+        "rss:",
+        "rss =",
+        "rss_",
     ];
     own.into_iter()
         .chain(KILLED_TRANSLATED.iter().copied())
@@ -248,6 +253,16 @@ fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
     (total > 0.0 && used <= total).then_some((used, total, span))
 }
 
+/// A program's own resident memory as scripts log it from psutil or `/proc` (`rss=2655MB`,
+/// `RSS: 12.3 GB`, `rss_after=2.1GiB`), with a unit; the last such figure of a line is its
+/// reading (`rss_before=1022MB rss_after=2655MB`). Not the kernel's kill report
+/// (`anon-rss:15451668kB`), nor a figure whose unit is in its key (`rss_mb=1234`).
+static PROCESS_RSS: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"(?i)(?:^|[\s,;(\[{|])(?:process[ _])?rss(?:[ _](?:before|after|now|mem(?:ory)?|usage))?\s*[:=]\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
+    )
+});
+
 /// The generic host-memory recogniser.
 pub struct Host;
 
@@ -265,6 +280,18 @@ impl Recognizer for Host {
         if let Some((used, total, span)) = host_memory_reading(text) {
             out.host_memory_sample(used, total, Some(span));
             return;
+        }
+        if let Some(c) = PROCESS_RSS.captures_iter(text).last() {
+            let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
+            let bytes = crate::facts::units::size_from_parts(
+                n.as_str(),
+                u.as_str(),
+                crate::facts::units::SiBase::Binary,
+            );
+            if let Some(b) = bytes {
+                out.process_memory_sample(b as f64, Some((n.start(), u.end())));
+                return;
+            }
         }
         if let Some(c) = NUM_WORKERS.captures(text) {
             let m = c.name("n").expect("group n");
@@ -417,6 +444,7 @@ impl Recognizer for Host {
 mod tests {
     use super::*;
     use crate::facts::evidence::Value;
+    use crate::ingest::log::engines::Observation;
 
     /// The machine's memory in use as a share of its total, as `free` and `top` print it.
     fn share(text: &str) -> Option<f64> {
@@ -484,6 +512,41 @@ mod tests {
         assert_eq!(share("Mem:   100   250   3"), None);
         let endless = "9".repeat(400);
         assert_eq!(share(&format!("Mem:   {endless}   {endless}   3")), None);
+    }
+
+    /// The process's own resident memory a line logs, in bytes.
+    fn rss(text: &str) -> Option<f64> {
+        crate::ingest::log::engines::run_line(&Host, text)
+            .records
+            .iter()
+            .find_map(|r| match r.obs {
+                Observation::ProcessMemorySample(b) => Some(b),
+                _ => None,
+            })
+    }
+
+    #[test]
+    fn a_programs_own_resident_memory_is_a_reading() {
+        const MIB: f64 = 1048576.0;
+        assert_eq!(rss("round  3/20  rss=4133MB"), Some(4133.0 * MIB));
+        assert_eq!(
+            rss("INFO shard 2/48 done  RSS: 3.5 GiB"),
+            Some(3.5 * 1024.0 * MIB)
+        );
+        // Before and after on one line: the last is the reading.
+        assert_eq!(
+            rss("round  2/20  rss_before=2655MB  rss_after=3471MB  after_gc=3470MB"),
+            Some(3471.0 * MIB)
+        );
+        // The kernel's kill report, a unit in the key, a figure without a unit: not readings.
+        assert_eq!(
+            rss(
+                "Out of memory: Killed process 218443 (python) total-vm:27484816kB, anon-rss:15451668kB, file-rss:0kB, shmem-rss:0kB"
+            ),
+            None
+        );
+        assert_eq!(rss("step 40 rss_mb=1234"), None);
+        assert_eq!(rss("rss: 1234"), None);
     }
 
     fn failure(text: &str) -> Option<Failure> {

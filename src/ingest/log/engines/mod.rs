@@ -149,6 +149,10 @@ pub enum Observation {
         used: f64,
         total: f64,
     },
+    /// The program logged its own resident memory (`rss_after=2655MB`, `RSS: 12.3 GB`, as
+    /// scripts print psutil's figure per iteration), in bytes; the analyser aggregates these
+    /// into process-memory growth facts.
+    ProcessMemorySample(f64),
 }
 
 /// An observation and the line it came from.
@@ -231,6 +235,9 @@ impl Emit {
     }
     pub fn host_memory_sample(&mut self, used: f64, total: f64, span: Option<(usize, usize)>) {
         self.push(Observation::HostMemorySample { used, total }, span);
+    }
+    pub fn process_memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
+        self.push(Observation::ProcessMemorySample(bytes), span);
     }
     pub fn worker_pid(&mut self, pid: u64) {
         self.push(Observation::WorkerPid(pid), None);

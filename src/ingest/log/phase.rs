@@ -465,6 +465,12 @@ fn frame_phase(file: &str, func: &str, source: &str) -> Option<&'static str> {
                 .then_some(id::MODEL_LOAD)
         })
         .or_else(|| {
+            // Servers and front-ends name their loaders after what they do
+            // (`load_model_sync`, `load_model_gen`, exllamav2's `load_weight`): loading.
+            (base.starts_with("load_model") || base.starts_with("load_weight"))
+                .then_some(id::MODEL_LOAD)
+        })
+        .or_else(|| {
             // Projects name their own evaluation code (`evaluate_predictions`,
             // `validation_epoch`, `run_validation`): the word is the evidence.
             let b = base.to_ascii_lowercase();
@@ -991,6 +997,16 @@ Traceback (most recent call last):
         let d = decide(&pre(tb), None);
         assert_eq!(d.phase, id::GENERATION);
         assert!(d.evidence.is_some_and(|e| e.contains("kv_cache.py")));
+
+        // A server loading a model on request: its loaders say so by name.
+        let tb = r#"Traceback (most recent call last):
+  File "C:\tabbyAPI\backends\exllamav2\model.py", line 720, in load_model_sync
+    for value in self.model.load_gen(
+  File "C:\tabbyAPI\venv\Lib\site-packages\exllamav2\linear.py", line 134, in load
+    w = self.load_weight(cpu = output_map is not None)
+  File "C:\tabbyAPI\venv\Lib\site-packages\exllamav2\stloader.py", line 157, in get_tensor
+    tensor = tensor.to(device, non_blocking = True)"#;
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
     }
 
     /// A model built straight on the device (`with torch.device("cuda"): Model(config)`):

@@ -275,10 +275,11 @@ static FRAME: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// A progress bar's counter: tqdm's `| 450/1000 [`, rich's (Lightning's RichProgressBar)
 /// `0/10 0:00:01 •`, and the bracketed one of PyTorch's ImageNet example and the training
-/// scripts written after it (`Epoch: [3][256/1389]`).
+/// scripts written after it (`Epoch: [3][256/1389]`, mmengine's `Epoch(train) [1][100/3665]`;
+/// after an epoch's, not any `[3/8]`: build and download steps print those).
 static TQDM: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•|\]\s*\[\s*(?P<bcur>\d+)\s*/\s*(?P<btotal>\d+)\s*\]",
+        r"\|\s*(?P<cur>\d+)/(?P<total>\d+)\s*\[|\b(?P<rcur>\d+)/(?P<rtotal>\d+)\s+\d+:\d{2}:\d{2}\s+•|(?i:\bepoch\b).{0,12}?\[\s*\d+\s*\]\s*\[\s*(?P<bcur>\d+)\s*/\s*(?P<btotal>\d+)\s*\]",
     )
 });
 static STEP: LazyLock<Regex> = LazyLock::new(|| {
@@ -331,7 +332,11 @@ fn redrawn_count(
 /// unlabelled bar reads "".
 fn bar_label(line: &str) -> String {
     let piece = line.rsplit('\r').find(|p| TQDM.is_match(p)).unwrap_or(line);
-    let before = TQDM.find(piece).map_or(piece, |m| &piece[..m.start()]);
+    // Up to the counter: the bracketed form's match starts at its `Epoch`, the label.
+    let before = TQDM
+        .captures(piece)
+        .and_then(|c| c.name("cur").or(c.name("rcur")).or(c.name("bcur")))
+        .map_or(piece, |m| &piece[..m.start()]);
     let before = before.rfind('%').map_or(before, |i| &before[..i]);
     before
         .split(|c: char| !c.is_alphabetic())

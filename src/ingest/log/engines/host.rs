@@ -288,9 +288,10 @@ impl Recognizer for Host {
                 u.as_str(),
                 crate::facts::units::SiBase::Binary,
             );
+            // Not the line's end: a kill glued to the reading (`rss=13770MB Killed`) is
+            // still read below.
             if let Some(b) = bytes {
                 out.process_memory_sample(b as f64, Some((n.start(), u.end())));
-                return;
             }
         }
         if let Some(c) = NUM_WORKERS.captures(text) {
@@ -547,6 +548,12 @@ mod tests {
         );
         assert_eq!(rss("step 40 rss_mb=1234"), None);
         assert_eq!(rss("rss: 1234"), None);
+        // A kill glued to a bar whose postfix holds the reading is read too.
+        let glued = crate::ingest::log::engines::run_line(
+            &Host,
+            "Epoch 3:  40%|####      | 40/100 [01:02<01:33,  1.55s/it, rss=13.5GiB]已杀死",
+        );
+        assert!(crate::ingest::log::engines::emitted_failure(&glued).is_some());
     }
 
     fn failure(text: &str) -> Option<Failure> {

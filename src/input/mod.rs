@@ -606,43 +606,45 @@ impl Utf16ToUtf8 {
 }
 
 impl Rewrite for Utf16ToUtf8 {
+    /// Reads straight onto the bytes kept from the last round and decodes into `out`: no
+    /// buffer, unit list or string of its own per round.
     fn rewrite(&mut self, out: &mut Vec<u8>) -> io::Result<bool> {
-        let mut buf = vec![0u8; 64 << 10];
-        let n = self.inner.read(&mut buf)?;
-        if n == 0 {
+        let kept = self.pending.len();
+        self.pending.resize(kept + (64 << 10), 0);
+        let read = self.inner.read(&mut self.pending[kept..]);
+        self.pending.truncate(kept + *read.as_ref().unwrap_or(&0));
+        if read? == 0 {
             self.eof = true;
         }
-        self.pending.extend_from_slice(&buf[..n]);
-        let usable = self.pending.len() & !1;
-        let units: Vec<u16> = self.pending[..usable]
-            .chunks_exact(2)
-            .map(|c| {
-                if self.big_endian {
-                    u16::from_be_bytes([c[0], c[1]])
-                } else {
-                    u16::from_le_bytes([c[0], c[1]])
-                }
-            })
-            .collect();
-        // Keep a trailing high surrogate for the next round, so a pair split across reads survives.
-        let keep_last = !self.eof && units.last().is_some_and(|u| (0xD800..0xDC00).contains(u));
-        let take = if keep_last {
-            units.len() - 1
-        } else {
-            units.len()
+        let big_endian = self.big_endian;
+        let unit = |c: &[u8]| {
+            if big_endian {
+                u16::from_be_bytes([c[0], c[1]])
+            } else {
+                u16::from_le_bytes([c[0], c[1]])
+            }
         };
-        let mut s: String = char::decode_utf16(units[..take].iter().copied())
-            .map(|r| r.unwrap_or('\u{FFFD}'))
-            .collect();
-        if !self.started {
-            s = s.trim_start_matches('\u{FEFF}').to_string();
-            self.started = !s.is_empty() || self.eof;
+        let usable = self.pending.len() & !1;
+        // Keep a trailing high surrogate for the next round, so a pair split across reads survives.
+        let keep_last = !self.eof
+            && usable >= 2
+            && (0xD800..0xDC00).contains(&unit(&self.pending[usable - 2..usable]));
+        let take = usable / 2 - usize::from(keep_last);
+        let units = self.pending[..take * 2].chunks_exact(2).map(unit);
+        let mut char_buf = [0u8; 4];
+        for c in char::decode_utf16(units).map(|r| r.unwrap_or('\u{FFFD}')) {
+            // A byte-order mark (or several) before the text is not text.
+            if !self.started && c == '\u{FEFF}' {
+                continue;
+            }
+            self.started = true;
+            out.extend_from_slice(c.encode_utf8(&mut char_buf).as_bytes());
         }
+        self.started |= self.eof;
         self.pending.drain(..take * 2);
         if self.eof {
             self.pending.clear();
         }
-        out.extend_from_slice(s.as_bytes());
         Ok(!self.eof)
     }
 }
@@ -742,6 +744,30 @@ mod tests {
         let be: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
         let o = open_reader("w.log", Box::new(Cursor::new(be)), None).unwrap();
         assert_eq!(String::from_utf8(read_all(o)).unwrap(), text);
+    }
+
+    /// Reads handing out a few bytes at a time split code units and surrogate pairs across
+    /// rounds; a lone surrogate at the end is U+FFFD.
+    #[test]
+    fn utf16_split_anywhere_reads_the_same() {
+        struct Trickle(Vec<u8>, usize);
+        impl Read for Trickle {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = 3.min(buf.len()).min(self.0.len() - self.1);
+                buf[..n].copy_from_slice(&self.0[self.1..self.1 + n]);
+                self.1 += n;
+                Ok(n)
+            }
+        }
+        let text = "OOM 🚀 at step 12 ✓ 🧠\n";
+        let mut le = vec![0xFF, 0xFE, 0xFF, 0xFE];
+        le.extend(text.encode_utf16().flat_map(|u| u.to_le_bytes()));
+        le.extend(0xD83Du16.to_le_bytes());
+        let mut out = String::new();
+        Utf16ToUtf8::new(Box::new(Trickle(le, 0)), false)
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, format!("{text}\u{FFFD}"));
     }
 
     #[test]

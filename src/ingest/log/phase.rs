@@ -706,7 +706,19 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             progress = true;
             steps = Some(steps.unwrap_or(1).max(1));
         }
-        if let Some(c) = may.epoch.then(|| EPOCH.captures(t)).flatten() {
+        // Not a setting that names the epoch as a unit (`Num batches each epoch = 3`,
+        // `steps per epoch: 100`): those are sizes, not a count of epochs done.
+        let epoch_count = may.epoch.then(|| EPOCH.captures(t)).flatten().filter(|c| {
+            let before = t[..c.get(0).map_or(0, |m| m.start())].trim_end();
+            let unit_of = before
+                .rsplit(|ch: char| !ch.is_alphanumeric())
+                .next()
+                .unwrap_or("");
+            !["each", "per", "every", "an", "one"]
+                .iter()
+                .any(|w| unit_of.eq_ignore_ascii_case(w))
+        });
+        if let Some(c) = epoch_count {
             if let Ok(e) = c["n"].parse::<f64>() {
                 // `Epoch 3/30` (Keras, many trainers) counts from 1: two epochs are done.
                 let done = if c.name("of").is_some() {
@@ -808,12 +820,15 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // 2. A marker that no training progress followed. A loading marker does not outweigh a
     // traceback that shows where the failure was: library frames, none of them loading
     // (the load finished and something after it failed, e.g. a pipeline's call whose
-    // progress bar the paste does not show).
+    // progress bar the paste does not show). A library is what the script called: an
+    // installed package, or another file than the script's own (the outermost frame's),
+    // such as a checkout run from its source tree.
     if let Some((mark, distance)) = marker {
         let progress_after = last_progress_distance.is_some_and(|d| d < distance);
+        let script = frames.last().map(|(file, _, _)| file.as_str());
         let library_frames = frames
             .iter()
-            .filter(|(file, _, _)| file.contains("-packages"))
+            .filter(|(file, _, _)| file.contains("-packages") || Some(file.as_str()) != script)
             .count();
         let traceback_elsewhere =
             of_mark(mark) == id::MODEL_LOAD && best.is_none() && library_frames >= 3;
@@ -1164,6 +1179,21 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(log), None).evaluation_rounds, None);
         let log = "***** Running Evaluation *****\n  Num examples = 500";
         assert_eq!(decide(&pre(log), None).evaluation_rounds, Some(1));
+    }
+
+    /// A training script's header sizes an epoch (`Num batches each epoch = 3`); it does not
+    /// say three epochs ran. `Epoch 3/30` and `'epoch': 2.5` do.
+    #[test]
+    fn an_epochs_size_is_not_epochs_done() {
+        let log = "  Num batches each epoch = 3\n  Num Epochs = 500\n  steps per epoch: 120\nSteps:   0%|   | 0/500 [00:00<?, ?it/s]";
+        let d = decide(&pre(log), None);
+        assert_eq!((d.epoch, d.steps_completed), (None, Some(0)), "{d:?}");
+        assert_ne!(d.phase, id::STEADY_STATE);
+        assert_eq!(decide(&pre("Epoch 3/30"), None).epoch, Some(2));
+        assert_eq!(
+            decide(&pre("{'loss': 1.2, 'epoch': 2.5}"), None).epoch,
+            Some(2)
+        );
     }
 
     /// Runtimes that load a model in a constructor: faster-whisper, ONNX Runtime, TensorRT;

@@ -115,6 +115,10 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         "status: 137",
         "exitcode: -9",
         "exit code:",
+        // A parent's report of a child's SIGKILL (`died with <Signals.SIGKILL: 9>`,
+        // `process 0 terminated with signal SIGKILL`).
+        "Signals.SIGKILL",
+        "signal SIGKILL",
         // `docker ps -a`'s status column: `Exited (137) 3 minutes ago`.
         "Exited (137)",
         // DeepSpeed's launcher: `exits with return code = -9`.
@@ -142,6 +146,16 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
 static EXIT_137: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"(?i)(?:exit(?:ed)?(?: with)?(?: status| code)?|exitcode|returned non-zero exit status|return code|terminated with code)\s*[:=]?\s*\(?(?P<code>137|-9)\b",
+    )
+});
+/// A parent's report of a child killed by SIGKILL: Python's `subprocess.CalledProcessError`
+/// (`Command '[...]' died with <Signals.SIGKILL: 9>.`, what `accelerate launch` and
+/// `subprocess.run(check=True)` raise) and `torch.multiprocessing.spawn`'s
+/// `ProcessExitedException` (`process 0 terminated with signal SIGKILL`). The same death as a
+/// shell's `Killed` or exit code 137, told by the process that started the child.
+static CHILD_SIGKILL: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"died with <Signals\.SIGKILL: 9>|(?P<spawn>process \d+ terminated with signal) SIGKILL\b",
     )
 });
 /// Python's failed host allocations, at the start of the exception line: ENOMEM from the
@@ -411,6 +425,19 @@ impl Recognizer for Host {
             out.failure(f);
             return;
         }
+        if let Some(c) = CHILD_SIGKILL.captures(text) {
+            let engine = if c.name("spawn").is_some() {
+                id::PYTORCH
+            } else {
+                id::UNKNOWN
+            };
+            let mut f = Failure::new("host-oom", engine, Domain::Host);
+            f.wrapper = true;
+            f.fact("host.killer", "unknown", None)
+                .fact("host.signal", "KILL", None);
+            out.failure(f);
+            return;
+        }
         if let Some(c) = EXIT_137.captures(text) {
             // `kubectl describe` prints `Reason:` just above `Exit Code:`. OOMKilled is the
             // Kubernetes recogniser's; any other reason (a failed liveness probe, a preStop
@@ -560,6 +587,19 @@ mod tests {
         crate::ingest::log::engines::emitted_failure(&crate::ingest::log::engines::run_line(
             &Host, text,
         ))
+    }
+
+    /// The process that started a child reports its SIGKILL: Python's subprocess error,
+    /// `torch.multiprocessing.spawn`'s; another signal is a crash, not memory.
+    #[test]
+    fn a_parent_reports_its_childs_sigkill() {
+        let f = failure("subprocess.CalledProcessError: Command '['/venv/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>.").expect("a child killed");
+        assert_eq!(f.get("host.signal").and_then(Value::as_str), Some("KILL"));
+        assert_eq!(f.engine, id::UNKNOWN);
+        let f = failure("torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal SIGKILL").expect("a rank killed");
+        assert_eq!(f.engine, id::PYTORCH);
+        assert!(failure("subprocess.CalledProcessError: Command '['python', 'x.py']' died with <Signals.SIGSEGV: 11>.").is_none());
+        assert!(failure("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGSEGV").is_none());
     }
 
     #[test]

@@ -146,6 +146,7 @@ impl Recognizer for Training {
             "m params",
             "Loading checkpoint shards",
             "loading weights file",
+            "Loading model",
             "Automatic Mixed Precision",
             "model_name_or_path",
             "max_seq_len",
@@ -185,7 +186,14 @@ impl Recognizer for Training {
         {
             out.phase(PhaseMark::Evaluation);
         }
-        if text.contains("Loading checkpoint shards") || text.contains("loading weights file") {
+        // A script or a front-end saying it starts loading (`Loading model: black-forest-labs/
+        // FLUX.1-dev`, `Loading model from ./checkpoints/...`, vLLM V1's `Loading model from
+        // scratch...`); not vLLM's report of a load that has finished (`Loading model
+        // weights took 14.99 GB`).
+        if text.contains("Loading checkpoint shards")
+            || text.contains("loading weights file")
+            || (text.contains("Loading model") && !text.contains("weights took"))
+        {
             out.phase(PhaseMark::ModelLoad);
         }
         if LOAD_FAILED.is_match(text) {

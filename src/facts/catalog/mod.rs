@@ -157,6 +157,36 @@ pub const CORE: &[FactDef] = &[
         Unit::Bytes,
         "Last minus first logged device-memory figure.",
     ),
+    fact(
+        "log.reserved_first_bytes",
+        Unit::Bytes,
+        "The first figure of device memory the allocator reserved that the run logged (`reserved 75.0G` beside the memory in use).",
+    ),
+    fact(
+        "log.reserved_last_bytes",
+        Unit::Bytes,
+        "The last logged figure of reserved device memory before the failure.",
+    ),
+    fact(
+        "log.reserved_max_bytes",
+        Unit::Bytes,
+        "The largest logged figure of reserved device memory.",
+    ),
+    fact(
+        "log.reserved_samples",
+        Unit::Count,
+        "How many figures of reserved device memory the run logged.",
+    ),
+    fact(
+        "log.reserved_increases",
+        Unit::Count,
+        "How many of those figures were higher than the one before.",
+    ),
+    fact(
+        "log.reserved_growth_bytes",
+        Unit::Bytes,
+        "Last minus first logged figure of reserved device memory.",
+    ),
 ];
 
 /// Every section of the catalogue.

@@ -194,6 +194,10 @@ impl LogAnalyzer {
                 self.run_output = true;
                 add_sample(&mut self.context, &DEVICE_SAMPLES, bytes, rec.prov);
             }
+            Observation::ReservedMemorySample(bytes) => {
+                self.run_output = true;
+                add_sample(&mut self.context, &RESERVED_SAMPLES, bytes, rec.prov);
+            }
             Observation::HostMemorySample { used, total } => {
                 self.run_output = true;
                 add_sample(&mut self.context, &HOST_SAMPLES, used / total, rec.prov);
@@ -859,6 +863,17 @@ const DEVICE_SAMPLES: SampleFacts = SampleFacts {
     samples: "log.memory_samples",
     increases: "log.memory_increases",
     growth: "log.memory_growth_bytes",
+};
+
+/// Device memory the allocator held as the run logged it (`reserved 78.6G`), in bytes: the
+/// cache, which grows around a steady load when its blocks split.
+const RESERVED_SAMPLES: SampleFacts = SampleFacts {
+    first: "log.reserved_first_bytes",
+    last: "log.reserved_last_bytes",
+    max: Some("log.reserved_max_bytes"),
+    samples: "log.reserved_samples",
+    increases: "log.reserved_increases",
+    growth: "log.reserved_growth_bytes",
 };
 
 /// The machine's memory in use (`free`, `top`), as a share of its total: the tables often

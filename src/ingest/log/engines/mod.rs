@@ -139,6 +139,10 @@ pub enum Observation {
     /// The program logged how much device memory it uses now (a progress line such as
     /// `step 400 | mem 12.3 GiB`); the analyser aggregates these into growth facts.
     MemorySample(f64),
+    /// The program logged how much device memory its allocator holds now (`reserved 78.6G`
+    /// beside `mem alloc 11.9G` in a progress line; Megatron's `reserved: 2158.0`): the
+    /// cache, in bytes, aggregated apart from what is in use.
+    ReservedMemorySample(f64),
     /// A launcher (torchrun, DeepSpeed's) named the pid of one of the job's own worker
     /// processes: a process that held the device next to a failing rank may be its sibling.
     WorkerPid(u64),
@@ -232,6 +236,9 @@ impl Emit {
     }
     pub fn memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
         self.push(Observation::MemorySample(bytes), span);
+    }
+    pub fn reserved_memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
+        self.push(Observation::ReservedMemorySample(bytes), span);
     }
     pub fn host_memory_sample(&mut self, used: f64, total: f64, span: Option<(usize, usize)>) {
         self.push(Observation::HostMemorySample { used, total }, span);

@@ -75,9 +75,19 @@ static MIXED: LazyLock<Regex> = LazyLock::new(|| {
 /// `memory_allocated: 10234 MB`, `max_memory_allocated=...`.
 static MEMORY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
+        r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|alloc|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
     )
 });
+/// What the allocator holds, logged beside the memory in use (`mem alloc 11.9G (peak 74.4G)
+/// | reserved 78.6G`, `memory_reserved=31.2GB`): a figure of its own, not the first one.
+static RESERVED_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"(?i)(?:^|[^\w])(?:mem(?:ory)?[ _])?reserved\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
+    )
+});
+/// Megatron's report's reserved figure, in the report's unit (`| reserved: 2158.0 |`).
+static MEMORY_REPORT_RESERVED: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\|\s*reserved:\s*(?P<n>\d+(?:\.\d+)?)"));
 /// DeepSpeed's `see_memory_usage`: `MA 10.5 GB  Max_MA 12.1 GB  CA 14.0 GB  Max_CA 15 GB`.
 static DEEPSPEED_MA: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"\bMA (?P<n>\d+(?:\.\d+)?) GB\s+Max_MA"));
@@ -87,6 +97,14 @@ static DEEPSPEED_MA: LazyLock<Regex> =
 static MEMORY_REPORT: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"(?i)\bmemory \((?P<u>MB|MiB|GB|GiB)\)\s*\|\s*allocated:\s*(?P<n>\d+(?:\.\d+)?)")
 });
+/// Bytes per unit of a progress line's memory figure (`G`, `GB`, `GiB`: GiB; else MiB).
+fn figure_unit(u: &str) -> f64 {
+    match u.to_ascii_uppercase().as_str() {
+        "G" | "GB" | "GIB" => 1073741824.0,
+        _ => 1048576.0,
+    }
+}
+
 /// A progress indicator, so a memory figure is a per-step sample and not an accounting line.
 static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
@@ -290,20 +308,43 @@ impl Recognizer for Training {
             if let Some(v) = parse_number(n.as_str()) {
                 out.memory_sample(v * unit, Some((n.start(), n.end())));
             }
+            if let Some(r) = MEMORY_REPORT_RESERVED
+                .captures(text)
+                .and_then(|c| c.name("n"))
+            {
+                if let Some(v) = parse_number(r.as_str()) {
+                    out.reserved_memory_sample(v * unit, Some((r.start(), r.end())));
+                }
+            }
         } else if PROGRESS.is_match(text) {
             // A bar redrawn in place (tqdm captured to a file) holds every update on one
             // line, each after a `\r`: one sample per update, in order, so the last sample
             // is the latest figure and the rises between updates count.
             let mut at = 0;
             for piece in text.split('\r') {
+                let mut taken = None;
                 if let Some(c) = MEMORY_FIGURE.captures(piece) {
                     let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
-                    let unit = match u.as_str().to_ascii_uppercase().as_str() {
-                        "G" | "GB" | "GIB" => 1073741824.0,
-                        _ => 1048576.0,
-                    };
+                    taken = Some(n.start());
                     if let Some(v) = parse_number(n.as_str()) {
-                        out.memory_sample(v * unit, Some((at + n.start(), at + u.end())));
+                        out.memory_sample(
+                            v * figure_unit(u.as_str()),
+                            Some((at + n.start(), at + u.end())),
+                        );
+                    }
+                }
+                // The reserved figure, where it is another than the one taken above (a
+                // line that logs only `memory_reserved` has it once, as its figure).
+                if let Some(c) = RESERVED_FIGURE
+                    .captures(piece)
+                    .filter(|c| c.name("n").map(|n| n.start()) != taken)
+                {
+                    let (n, u) = (c.name("n").expect("group n"), c.name("u").expect("group u"));
+                    if let Some(v) = parse_number(n.as_str()) {
+                        out.reserved_memory_sample(
+                            v * figure_unit(u.as_str()),
+                            Some((at + n.start(), at + u.end())),
+                        );
                     }
                 }
                 at += piece.len() + 1;
@@ -519,6 +560,62 @@ mod tests {
                 12.5 * 1073741824.0,
                 13.0 * 1073741824.0
             ]
+        );
+    }
+
+    /// A script announcing that it loads a model marks the load; vLLM's report of a load
+    /// that finished does not.
+    #[test]
+    fn loading_a_model_is_announced() {
+        let marks = |t: &str| {
+            crate::ingest::log::engines::run_standalone(&Training, t)
+                .records
+                .into_iter()
+                .any(|r| matches!(r.obs, Observation::Phase(PhaseMark::ModelLoad)))
+        };
+        assert!(marks(
+            "2024-08-07 10:20:03,404 [INFO] (__main__) Loading model: black-forest-labs/FLUX.1-dev"
+        ));
+        assert!(marks("Loading model from ./checkpoints/llama-13b ..."));
+        assert!(!marks(
+            "INFO 11-05 22:10:11 model_runner.py:1077] Loading model weights took 14.9888 GB"
+        ));
+    }
+
+    /// What the allocator holds is read apart from what is in use, where a line logs both;
+    /// a line that logs only the reserved figure has it as its one figure.
+    #[test]
+    fn reserved_figures_beside_the_memory_in_use() {
+        const G: f64 = 1073741824.0;
+        let both = |t: &str| {
+            let (mut used, mut reserved) = (Vec::new(), Vec::new());
+            for r in crate::ingest::log::engines::run_standalone(&Training, t).records {
+                match r.obs {
+                    Observation::MemorySample(b) => used.push(b),
+                    Observation::ReservedMemorySample(b) => reserved.push(b),
+                    _ => {}
+                }
+            }
+            (used, reserved)
+        };
+        assert_eq!(
+            both("step  1000 | loss 0.22 | mem alloc 11.9G (peak 73.6G) | reserved 75.0G"),
+            (vec![11.9 * G], vec![75.0 * G])
+        );
+        assert_eq!(
+            both("iter 500 | mem_alloc 9.21GB peak 37.02GB | mem_reserved 38.60GB"),
+            (vec![9.21 * G], vec![38.6 * G])
+        );
+        assert_eq!(
+            both("step 20 | memory_reserved=31.2GB"),
+            (vec![31.2 * G], vec![])
+        );
+        // Megatron's report: the unit up front.
+        assert_eq!(
+            both(
+                " [Rank 0] (after 10 iterations) memory (MB) | allocated: 1357.46 | max allocated: 2036.19 | reserved: 2158.0 | max reserved: 2158.0"
+            ),
+            (vec![1357.46 * 1048576.0], vec![2158.0 * 1048576.0])
         );
     }
 

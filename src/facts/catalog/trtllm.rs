@@ -52,6 +52,11 @@ pub const FACTS: &[FactDef] = &[
         "KV-cache dtype when configured (fp8, int8, auto).",
     ),
     fact(
+        "trtllm.activation_bytes",
+        Unit::Bytes,
+        "The activation memory the engine asks for at run time, as TensorRT's builder printed it (`Total Activation Memory: 13988544512`): sized by the build's max batch size and input length.",
+    ),
+    fact(
         "trtllm.gpu_total_bytes",
         Unit::Bytes,
         "Device total as TensorRT-LLM reports it when sizing the KV cache.",

@@ -61,6 +61,18 @@ static COMMAND: LazyLock<Regex> =
 static MODEL_LIMIT: LazyLock<Regex> = LazyLock::new(|| re(r"TRTGptModel (?P<k>\w+): (?P<v>\d+)"));
 /// R-1.
 static ENGINE_SIZE: LazyLock<Regex> = LazyLock::new(|| re(r"Loaded engine size: (?P<m>\d+) MiB"));
+/// TensorRT's builder summary (every engine build prints it): the activation memory the
+/// engine will ask for at run time, sized by the build's limits (max batch size, input and
+/// sequence lengths), in bytes.
+static ACTIVATION_MEMORY: LazyLock<Regex> =
+    LazyLock::new(|| re(r"Total Activation Memory: (?P<b>\d+)\b"));
+/// The same summary's weights, in bytes (`Total Weights Memory: 12488319488`): what the
+/// runtime's `Loaded engine size` will say.
+static WEIGHTS_MEMORY: LazyLock<Regex> =
+    LazyLock::new(|| re(r"Total Weights Memory: (?P<b>\d+)\b"));
+/// cuda-python's error enum as TensorRT-LLM's Python runtime (0.5-0.7, `CUASSERT`) raises it:
+/// `RuntimeError: CUDA ERROR: cudaError_t.cudaErrorMemoryAllocation`.
+const CUDA_PYTHON_OOM: &str = "cudaError_t.cudaErrorMemoryAllocation";
 /// R-3.
 static KV_SIZING: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -192,6 +204,9 @@ impl Recognizer for TrtLlm {
             "host_step_time",
             "/tensorrt_llm/",
             "No free blocks left",
+            "Total Activation Memory",
+            "Total Weights Memory",
+            CUDA_PYTHON_OOM,
         ]
     }
 
@@ -264,7 +279,13 @@ impl Recognizer for TrtLlm {
             return;
         }
 
-        if CUDA_MALLOC.is_match(text) {
+        if CUDA_MALLOC.is_match(text)
+            || (text.contains(CUDA_PYTHON_OOM)
+                && line
+                    .preceding(40)
+                    .iter()
+                    .any(|l| l.text.contains("tensorrt_llm")))
+        {
             out.engine(id::TRTLLM);
             let mut f = Failure::new("device-oom", id::TRTLLM, Domain::Device);
             f.fact("oom.backend", "cuda", None)
@@ -299,6 +320,14 @@ impl Recognizer for TrtLlm {
         let mut seen = true;
         if MODEL_LIMIT.is_match(text) {
             read_key_values(text, KEYS, out);
+        } else if let Some(m) = ACTIVATION_MEMORY.captures(text).and_then(|c| c.name("b")) {
+            if let Ok(v) = m.as_str().parse::<u64>() {
+                out.fact("trtllm.activation_bytes", v, Some((m.start(), m.end())));
+            }
+        } else if let Some(m) = WEIGHTS_MEMORY.captures(text).and_then(|c| c.name("b")) {
+            if let Ok(v) = m.as_str().parse::<u64>() {
+                out.fact("model.weights_bytes", v, Some((m.start(), m.end())));
+            }
         } else if let Some(c) = ENGINE_SIZE.captures(text) {
             if let Some(m) = c.name("m") {
                 if let Some(v) = size(m.as_str(), "MiB", SiBase::Binary) {
@@ -670,6 +699,28 @@ mod tests {
             out.records
                 .iter()
                 .any(|r| matches!(r.obs, Observation::Phase(PhaseMark::Serving)))
+        );
+    }
+
+    #[test]
+    fn the_builders_summary_sizes_the_engine() {
+        let out = run("[10/27/2023-08:03:41] [TRT] [I] Total Activation Memory: 13988544512");
+        assert_eq!(
+            fact(&out, "trtllm.activation_bytes"),
+            Some(Value::Num(13988544512.0))
+        );
+        let out = run("[10/27/2023-08:03:41] [TRT] [I] Total Weights Memory: 12488319488");
+        assert_eq!(
+            fact(&out, "model.weights_bytes"),
+            Some(Value::Num(12488319488.0))
+        );
+        // cuda-python's error enum is TensorRT-LLM's only below its frames (the rule
+        // fixture `fires-python-runtime-device-memory-size` has them); alone it is no one's.
+        assert!(
+            failure(&run(
+                "RuntimeError: CUDA ERROR: cudaError_t.cudaErrorMemoryAllocation"
+            ))
+            .is_none()
         );
     }
 

@@ -86,6 +86,8 @@ const FRAME_CLASSES: &[FrameClass] = &[
             "init_memory_pool",
             // LightLLM allocating its KV buffers.
             "_init_mem_manager",
+            // ExLlamaV2's cache, allocated whole for max_seq_len when it is created.
+            "create_state_tensors",
             "_dummy_sampler_run",
             "_dummy_pooler_run",
         ],

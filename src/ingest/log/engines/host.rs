@@ -138,6 +138,8 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         "rss:",
         "rss =",
         "rss_",
+        "footprint=",
+        "footprint:",
     ];
     own.into_iter()
         .chain(KILLED_TRANSLATED.iter().copied())
@@ -268,12 +270,13 @@ fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
 }
 
 /// A program's own resident memory as scripts log it from psutil or `/proc` (`rss=2655MB`,
-/// `RSS: 12.3 GB`, `rss_after=2.1GiB`), with a unit; the last such figure of a line is its
-/// reading (`rss_before=1022MB rss_after=2655MB`). Not the kernel's kill report
+/// `RSS: 12.3 GB`, `rss_after=2.1GiB`), or macOS's measure of it (`footprint=5.31GB`,
+/// `phys_footprint`, what Activity Monitor shows), with a unit; the last such figure of a
+/// line is its reading (`rss_before=1022MB rss_after=2655MB`). Not the kernel's kill report
 /// (`anon-rss:15451668kB`), nor a figure whose unit is in its key (`rss_mb=1234`).
 static PROCESS_RSS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)(?:^|[\s,;(\[{|])(?:process[ _])?rss(?:[ _](?:before|after|now|mem(?:ory)?|usage))?\s*[:=]\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
+        r"(?i)(?:^|[\s,;(\[{|])(?:process[ _]|phys_)?(?:rss|footprint)(?:[ _](?:before|after|now|mem(?:ory)?|usage))?\s*[:=]\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
     )
 });
 
@@ -557,6 +560,10 @@ mod tests {
     fn a_programs_own_resident_memory_is_a_reading() {
         const MIB: f64 = 1048576.0;
         assert_eq!(rss("round  3/20  rss=4133MB"), Some(4133.0 * MIB));
+        assert_eq!(
+            rss("req=000148 active=4.53GB cache=1.61GB peak=6.02GB footprint=6.48GB"),
+            Some((6.48 * 1024.0 * MIB).round())
+        );
         assert_eq!(
             rss("INFO shard 2/48 done  RSS: 3.5 GiB"),
             Some(3.5 * 1024.0 * MIB)

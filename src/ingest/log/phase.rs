@@ -1285,6 +1285,19 @@ Traceback (most recent call last):\n\
         let d = decide(&pre("Epoch 0: 0%|          | 0/500 [00:00<?, ?it/s]"), None);
         assert_eq!(d.phase, id::FIRST_STEP);
         assert_eq!(decide(&pre("hello"), None).phase, id::UNKNOWN);
+        // A loading marker above a traceback through a checkout's own modules (not
+        // installed, so no `-packages`), none of them loading: the load had finished.
+        let tb = "Traceback (most recent call last):\n  File \"/home/a/exllamav2/examples/chat.py\", line 301, in <module>\n    res = generator.stream_ex()\n  File \"/home/a/exllamav2/exllamav2/generator/streaming.py\", line 312, in stream_ex\n    chunk = self._stream()\n  File \"/home/a/exllamav2/exllamav2/generator/streaming.py\", line 540, in _stream\n    self._gen_feed_tokens(ids)\n  File \"/home/a/exllamav2/exllamav2/model.py\", line 842, in forward_chunk\n    x = module.forward(x)";
+        assert_ne!(
+            decide(&pre(tb), Some((PhaseMark::ModelLoad, 12))).phase,
+            id::MODEL_LOAD
+        );
+        // The script's own frames alone do not outweigh the marker.
+        let own = "Traceback (most recent call last):\n  File \"/home/a/run.py\", line 9, in <module>\n    main()\n  File \"/home/a/run.py\", line 5, in main\n    build()\n  File \"/home/a/run.py\", line 2, in build\n    x = make()";
+        assert_eq!(
+            decide(&pre(own), Some((PhaseMark::ModelLoad, 9))).phase,
+            id::MODEL_LOAD
+        );
     }
 
     #[test]

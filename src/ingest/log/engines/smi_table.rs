@@ -54,6 +54,7 @@ impl Recognizer for SmiTable {
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         if let Some(c) = QUERY.captures(line.text) {
             query_rows(line, &c["fields"], out);
+            query_series(line, &c["fields"], out);
             return;
         }
         // GPU index -> (processes, MiB of each).
@@ -137,12 +138,113 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
     }
 }
 
+/// Lines a polling loop's readings are looked for after its command (`while true; do date;
+/// nvidia-smi --query-gpu=... --format=csv,noheader; sleep 300; done`), and the run of lines
+/// without a reading that ends them.
+const SERIES_LINES: usize = 600;
+const SERIES_GAP: usize = 80;
+
+/// A polling loop's readings: the query command printed once, then a group of rows (one per
+/// GPU) each time it polled: after a timestamp the loop echoes, or told apart by the rows' own
+/// `timestamp` field or a GPU `index` that comes round again (`nvidia-smi -l 60`). Three
+/// groups or more are memory the run logged over time: each group's largest `memory.used` is
+/// one reading (the GPU the job fills). The readings stop at an error or a traceback: what
+/// the loop printed after a crash is not the run's memory.
+fn query_series(line: &Line<'_>, fields: &str, out: &mut Emit) {
+    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
+    let Some(used_at) = fields.iter().position(|f| *f == "memory.used") else {
+        return;
+    };
+    let index_at = fields.iter().position(|f| *f == "index");
+    let time_at = fields.iter().position(|f| *f == "timestamp");
+    let mut groups: Vec<f64> = Vec::new();
+    // The open group: its largest reading, its timestamp, the GPU indices in it.
+    let mut open: Option<(f64, String, Vec<String>)> = None;
+    let mut gap = 0;
+    walk_forward(line, SERIES_LINES, |raw| {
+        let cleaned = clean_line(raw.as_bytes());
+        let t = cleaned.text.trim();
+        let cells: Vec<&str> = t.split(',').map(str::trim).collect();
+        let used = (cells.len() == fields.len())
+            .then(|| MIB_VALUE.captures(cells[used_at]))
+            .flatten()
+            .and_then(|c| c["n"].parse::<f64>().ok());
+        if let Some(mib) = used {
+            let time = time_at.map_or("", |i| cells[i]).to_string();
+            let index = index_at.map_or("", |i| cells[i]).to_string();
+            let polled_again = open.as_ref().is_some_and(|(_, t0, seen)| {
+                *t0 != time || (index_at.is_some() && seen.contains(&index))
+            });
+            if polled_again {
+                if let Some((m, ..)) = open.take() {
+                    groups.push(m * 1048576.0);
+                }
+            }
+            let group = open.get_or_insert_with(|| (mib, time, Vec::new()));
+            group.0 = group.0.max(mib);
+            group.2.push(index);
+            gap = 0;
+            return true;
+        }
+        if let Some((m, ..)) = open.take() {
+            groups.push(m * 1048576.0);
+        }
+        if t.contains("Traceback")
+            || t.contains("Error")
+            || t.contains("error")
+            || t.contains("out of memory")
+            || t.contains("Killed")
+        {
+            return false;
+        }
+        gap += 1;
+        gap <= SERIES_GAP
+    });
+    if let Some((m, ..)) = open {
+        groups.push(m * 1048576.0);
+    }
+    if groups.len() >= 3 {
+        for bytes in groups {
+            out.memory_sample(bytes, None);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use crate::facts::evidence::InputName;
     use crate::ingest::log::grouping::analyze_log;
+
+    /// A polling loop's readings before the failure: one reading a poll (the fullest GPU),
+    /// told apart by the timestamps the loop echoes, a `timestamp` field, or an index that
+    /// comes round again; two polls are not a series, and what follows the error is not read.
+    #[test]
+    fn a_polling_loops_readings_are_memory_over_time() {
+        const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 39.39 GiB of which 3.06 MiB is free.";
+        let samples = |log: &str| {
+            let input: InputName = Arc::from("t.log");
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            let f = &ev.incidents[0].facts;
+            (f.num("log.memory_samples"), f.num("log.memory_last_bytes"))
+        };
+        let echoed = "$ while true; do date; nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader; sleep 300; done\n[05:03:01]\n0, 8541 MiB, 40960 MiB\n1, 8539 MiB, 40960 MiB\nINFO served 10 requests\n[05:08:01]\n0, 15874 MiB, 40960 MiB\n1, 15990 MiB, 40960 MiB\n[05:13:01]\n0, 22306 MiB, 40960 MiB\n1, 22011 MiB, 40960 MiB\n";
+        assert_eq!(
+            samples(&format!("{echoed}{OOM}\n")),
+            (Some(3.0), Some(22306.0 * 1048576.0))
+        );
+        let looped = "$ nvidia-smi --query-gpu=timestamp,memory.used --format=csv -l 60\ntimestamp, memory.used [MiB]\n2024/05/01 10:00:00.101, 8541 MiB\n2024/05/01 10:01:00.102, 9120 MiB\n2024/05/01 10:02:00.104, 9733 MiB\n2024/05/01 10:03:00.101, 10301 MiB\n";
+        assert_eq!(
+            samples(&format!("{looped}{OOM}\n")),
+            (Some(4.0), Some(10301.0 * 1048576.0))
+        );
+        let two = "$ nvidia-smi --query-gpu=index,memory.used --format=csv,noheader -l 5\n0, 8541 MiB\n1, 8539 MiB\n0, 9541 MiB\n1, 9539 MiB\n";
+        assert_eq!(samples(&format!("{two}{OOM}\n")), (None, None));
+        // Polled after the crash: the error stops the readings.
+        let after = format!("{OOM}\n{looped}");
+        assert_eq!(samples(&after).0, None);
+    }
 
     #[test]
     fn two_processes_on_one_gpu() {

@@ -271,7 +271,12 @@ impl Recognizer for Tgi {
         // `batch{batch_size=1}:prefill:prefill{id=9 size=1}: text_generation_client: ...`.
         if text.contains("text_generation_client") || text.contains("text_generation_router") {
             out.engine(id::TGI);
-            if !text.contains("warmup{") && (text.contains(":prefill") || text.contains(":decode"))
+            // A request it finished (`generate_stream{...}: text_generation_router::server:
+            // router/src/server.rs:452: Success`) is serving too.
+            if !text.contains("warmup{")
+                && (text.contains(":prefill")
+                    || text.contains(":decode")
+                    || text.trim_end().ends_with(": Success"))
             {
                 out.phase(PhaseMark::Serving);
             }

@@ -189,6 +189,11 @@ fn query_series(line: &Line<'_>, fields: &str, out: &mut Emit) {
         if let Some((m, ..)) = open.take() {
             groups.push(m * 1048576.0);
         }
+        // The next query command reads its own rows: the walks never overlap, so a log that
+        // repeats the command (a shell's `set -x`) costs one pass, and no poll is read twice.
+        if t.contains("--query-gpu") {
+            return false;
+        }
         if t.contains("Traceback")
             || t.contains("Error")
             || t.contains("error")
@@ -241,6 +246,12 @@ mod tests {
         );
         let two = "$ nvidia-smi --query-gpu=index,memory.used --format=csv,noheader -l 5\n0, 8541 MiB\n1, 8539 MiB\n0, 9541 MiB\n1, 9539 MiB\n";
         assert_eq!(samples(&format!("{two}{OOM}\n")), (None, None));
+        // A command echoed before every poll: each reads its own poll, none a series.
+        let echoed_each =
+            "+ nvidia-smi --query-gpu=index,memory.used --format=csv,noheader\n0, 8541 MiB\n"
+                .repeat(2)
+                + "+ nvidia-smi --query-gpu=index,memory.used --format=csv,noheader\n0, 9541 MiB\n";
+        assert_eq!(samples(&format!("{echoed_each}{OOM}\n")), (None, None));
         // Polled after the crash: the error stops the readings.
         let after = format!("{OOM}\n{looped}");
         assert_eq!(samples(&after).0, None);

@@ -24,6 +24,13 @@ use crate::incident::Incident;
 /// alone (no log to set it) had every rule gated on the phase out of play.
 pub fn settle_phase(inc: &mut Incident) {
     decide_phase(inc);
+    // Steps counted above a failure while a model was loading were another job's (a prompt
+    // bar finished before the load, a training run before an evaluation model's load): they
+    // say nothing of whether the load fits, so no rule reads them as the same work repeated.
+    if inc.phase == id::MODEL_LOAD {
+        inc.facts.remove("phase.steps_completed");
+        inc.facts.remove("phase.epoch");
+    }
     if inc.facts.get("phase").is_none() {
         inc.facts.set("phase", inc.phase, None);
     }
@@ -282,5 +289,20 @@ mod tests {
         let mut inc = incident(f);
         settle_phase(&mut inc);
         assert_eq!(inc.phase, "model-load");
+    }
+
+    /// Steps counted above a load were another job's; above any other phase they stay.
+    #[test]
+    fn steps_above_a_load_are_not_the_loads() {
+        for (phase, kept) in [("model-load", false), ("backward", true)] {
+            let mut f = Facts::new();
+            f.set("phase", phase, None);
+            f.set("phase.steps_completed", 1043.0, None);
+            f.set("phase.epoch", 3.0, None);
+            let mut inc = incident(f);
+            settle_phase(&mut inc);
+            assert_eq!(inc.facts.contains("phase.steps_completed"), kept, "{phase}");
+            assert_eq!(inc.facts.contains("phase.epoch"), kept, "{phase}");
+        }
     }
 }

@@ -280,6 +280,17 @@ static PROCESS_RSS: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// A SIGKILL that someone else reports (a runner's exit code 137, a parent's `died with
+/// <Signals.SIGKILL: 9>`), its killer unnamed: the restatement of a kill that the kernel's or
+/// the shell's own report, where the log has one, tells better.
+fn sigkill_reported(engine: &'static str) -> Failure {
+    let mut f = Failure::new("host-oom", engine, Domain::Host);
+    f.wrapper = true;
+    f.fact("host.killer", "unknown", None)
+        .fact("host.signal", "KILL", None);
+    f
+}
+
 /// The generic host-memory recogniser.
 pub struct Host;
 
@@ -434,11 +445,7 @@ impl Recognizer for Host {
             } else {
                 id::UNKNOWN
             };
-            let mut f = Failure::new("host-oom", engine, Domain::Host);
-            f.wrapper = true;
-            f.fact("host.killer", "unknown", None)
-                .fact("host.signal", "KILL", None);
-            out.failure(f);
+            out.failure(sigkill_reported(engine));
             return;
         }
         if let Some(c) = EXIT_137.captures(text) {
@@ -461,11 +468,8 @@ impl Recognizer for Host {
             } else {
                 id::UNKNOWN
             };
-            let mut f = Failure::new("host-oom", engine, Domain::Host);
-            f.wrapper = true;
-            f.fact("host.killer", "unknown", None)
-                .fact("host.signal", "KILL", None)
-                .fact("host.exit_code", 137u32, Some((m.start(), m.end())));
+            let mut f = sigkill_reported(engine);
+            f.fact("host.exit_code", 137u32, Some((m.start(), m.end())));
             out.failure(f);
         }
     }

@@ -559,6 +559,28 @@ pub fn of_mark(mark: PhaseMark) -> &'static str {
     }
 }
 
+/// Whether a frame's file is a launcher's: code that starts the script in another process
+/// and waits for it (accelerate's and DeepSpeed's launchers, torchrun and its elastic agent,
+/// `torch.multiprocessing.spawn`, Python's `subprocess`, and their console scripts).
+fn launcher_file(file: &str) -> bool {
+    const LAUNCHERS: &[&str] = &[
+        "accelerate/commands/",
+        "torch/distributed/run.py",
+        "torch/distributed/launch.py",
+        "torch/distributed/elastic/",
+        "torch/multiprocessing/spawn.py",
+        "deepspeed/launcher/",
+        "/subprocess.py",
+        "bin/accelerate",
+        "bin/torchrun",
+        "bin/deepspeed",
+        "Scripts/accelerate",
+        "Scripts/torchrun",
+    ];
+    let file = file.replace('\\', "/");
+    LAUNCHERS.iter().any(|l| file.contains(l))
+}
+
 /// Decides the phase of a failure.
 ///
 /// `preceding` are the cleaned lines before the failure line, nearest first (bounded by the
@@ -827,10 +849,18 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // such as a checkout run from its source tree.
     if let Some((mark, distance)) = marker {
         let progress_after = last_progress_distance.is_some_and(|d| d < distance);
-        let script = frames.last().map(|(file, _, _)| file.as_str());
-        let library_frames = frames
+        // A launcher's own frames (accelerate's `launch`, torchrun, a `subprocess` call) are
+        // the parent that waited for the script's process, not where the failure was: a
+        // parent's traceback over a child's death shows nothing of the child.
+        let own: Vec<&str> = frames
             .iter()
-            .filter(|(file, _, _)| file.contains("-packages") || Some(file.as_str()) != script)
+            .map(|(file, _, _)| file.as_str())
+            .filter(|file| !launcher_file(file))
+            .collect();
+        let script = own.last().copied();
+        let library_frames = own
+            .iter()
+            .filter(|file| file.contains("-packages") || Some(**file) != script)
             .count();
         let traceback_elsewhere =
             of_mark(mark) == id::MODEL_LOAD && best.is_none() && library_frames >= 3;
@@ -1296,6 +1326,31 @@ Traceback (most recent call last):\n\
         let own = "Traceback (most recent call last):\n  File \"/home/a/run.py\", line 9, in <module>\n    main()\n  File \"/home/a/run.py\", line 5, in main\n    build()\n  File \"/home/a/run.py\", line 2, in build\n    x = make()";
         assert_eq!(
             decide(&pre(own), Some((PhaseMark::ModelLoad, 9))).phase,
+            id::MODEL_LOAD
+        );
+        // Nor do a launcher's (the parent waiting for the script's process, which died
+        // while loading): the steps of a progress bar above the marker are not the run's.
+        let launcher = "Processing prompts: 100%|##########| 1043/1043 [00:00<00:00]\nLoading model: black-forest-labs/FLUX.1-dev\nTraceback (most recent call last):\n  File \"/w/.venv/bin/accelerate\", line 8, in <module>\n    sys.exit(main())\n  File \"/w/.venv/lib/python3.11/site-packages/accelerate/commands/accelerate_cli.py\", line 48, in main\n    args.func(args)\n  File \"/w/.venv/lib/python3.11/site-packages/accelerate/commands/launch.py\", line 1106, in launch_command\n    simple_launcher(args)\n  File \"/w/.venv/lib/python3.11/site-packages/accelerate/commands/launch.py\", line 704, in simple_launcher\n    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)";
+        assert_eq!(
+            decide(&pre(launcher), Some((PhaseMark::ModelLoad, 10))).phase,
+            id::MODEL_LOAD
+        );
+        let torchrun = launcher
+            .replace("accelerate/commands/launch.py", "torch/distributed/run.py")
+            .replace(
+                "accelerate/commands/accelerate_cli.py",
+                "torch/distributed/elastic/multiprocessing/errors/__init__.py",
+            );
+        assert_eq!(
+            decide(&pre(&torchrun), Some((PhaseMark::ModelLoad, 10))).phase,
+            id::MODEL_LOAD
+        );
+        // A library's frames under a launcher's still show where it failed.
+        let under_launcher = format!(
+            "{launcher}\n  File \"/w/.venv/lib/python3.11/site-packages/diffusers/pipelines/flux/pipeline_flux.py\", line 700, in __call__\n    latents = self.transformer(x)\n  File \"/w/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1532, in _wrapped_call_impl\n    return self._call_impl(*args, **kwargs)\n  File \"/w/.venv/lib/python3.11/site-packages/diffusers/models/transformers/transformer_flux.py\", line 480, in forward\n    hidden_states = block(hidden_states)"
+        );
+        assert_ne!(
+            decide(&pre(&under_launcher), Some((PhaseMark::ModelLoad, 14))).phase,
             id::MODEL_LOAD
         );
     }

@@ -664,6 +664,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     }
     let mut steps = None;
     let mut epoch = None;
+    let (mut saw_epoch_zero, mut bare_epoch_one) = (false, false);
     let mut last_progress_distance: Option<u64> = None;
     let mut saw_loss_log = false;
     let mut evaluation_rounds = None;
@@ -745,17 +746,35 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         if let Some(c) = epoch_count {
             if let Ok(e) = c["n"].parse::<f64>() {
                 // `Epoch 3/30` (Keras, many trainers) counts from 1: two epochs are done.
+                // A bare label may count from 0 (Lightning's `Epoch 1:` is the second) or
+                // from 1 (`Training Epoch: 1`, most scripts' `epoch + 1`): `Epoch 1` says an
+                // epoch is done only beside an `Epoch 0` (see below). Trainer dicts'
+                // `'epoch': 1.0` measure progress and are exact.
+                let label = c.get(0).map_or("", |m| m.as_str());
+                let bare =
+                    c.name("of").is_none() && !label.starts_with('\'') && !c["n"].contains('.');
                 let done = if c.name("of").is_some() {
                     (e.floor() as u64).saturating_sub(1)
                 } else {
                     e.floor() as u64
                 };
-                epoch = Some(epoch.unwrap_or(0u64).max(done));
+                if bare && done == 0 {
+                    saw_epoch_zero = true;
+                }
+                if bare && done == 1 {
+                    bare_epoch_one = true;
+                    epoch = Some(epoch.unwrap_or(0u64));
+                } else {
+                    epoch = Some(epoch.unwrap_or(0u64).max(done));
+                }
             }
         }
         if progress && last_progress_distance.is_none() {
             last_progress_distance = Some(distance as u64 + 1);
         }
+    }
+    if bare_epoch_one && saw_epoch_zero {
+        epoch = epoch.map(|e| e.max(1));
     }
     let frames_text = (!frames.is_empty()).then(|| {
         frames
@@ -1225,6 +1244,18 @@ Traceback (most recent call last):
         assert_eq!(
             decide(&pre("{'loss': 1.2, 'epoch': 2.5}"), None).epoch,
             Some(2)
+        );
+        // A bare `Epoch 1` may be the first epoch (counted from 1) or the second (from 0):
+        // the first unless the log shows an `Epoch 0` too.
+        let first = "Training Epoch: 1:   0%|          | 0/97 [00:00<?, ?it/s]";
+        let d = decide(&pre(first), None);
+        assert_eq!((d.epoch, d.phase), (Some(0), id::FIRST_STEP), "{d:?}");
+        let second = "Epoch 0: 100%|##########| 97/97 [01:10<00:00]\nEpoch 1:   0%|          | 0/97 [00:00<?, ?it/s]";
+        assert_eq!(decide(&pre(second), None).epoch, Some(1));
+        assert_eq!(decide(&pre("Epoch 2:   0%| | 0/97"), None).epoch, Some(2));
+        assert_eq!(
+            decide(&pre("{'loss': 0.9, 'epoch': 1.0}"), None).epoch,
+            Some(1)
         );
     }
 

@@ -54,10 +54,10 @@ static PARAM_COUNT_KEYED: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// The same with the number first: `Model has 7.24B parameters`, `124.4M params`, Lightning's
-/// summary `6.7 B     Total params`.
+/// summary `6.7 B     Total params`, llama-recipes' `has 6738.415616 Million params`.
 static PARAM_COUNT_SUFFIXED: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)\b(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMBT])\s+(?P<pre>non-trainable |trainable )?(?:total )?param(?:eter)?s\b",
+        r"(?i)\b(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMBT]|thousand|million|billion|trillion)\s+(?P<pre>non-trainable |trainable )?(?:total )?param(?:eter)?s\b",
     )
 });
 static ACCELERATE_PROCS: LazyLock<Regex> =
@@ -162,6 +162,8 @@ impl Recognizer for Training {
             "m parameters",
             "b params",
             "m params",
+            "illion params",
+            "illion parameters",
             "Loading checkpoint shards",
             "loading weights file",
             "Loading model",
@@ -437,11 +439,11 @@ fn param_count(text: &str) -> Option<(f64, (usize, usize))> {
         .filter(|c| c.name("pre").is_none())
         .find_map(|c| {
             let n = c.name("n")?;
-            let scale = match c.name("u").map(|u| u.as_str().to_ascii_uppercase()) {
-                Some(u) if u == "K" => 1e3,
-                Some(u) if u == "M" => 1e6,
-                Some(u) if u == "B" => 1e9,
-                Some(u) if u == "T" => 1e12,
+            let scale = match c.name("u").map(|u| u.as_str().to_ascii_lowercase()) {
+                Some(u) if u == "k" || u == "thousand" => 1e3,
+                Some(u) if u == "m" || u == "million" => 1e6,
+                Some(u) if u == "b" || u == "billion" => 1e9,
+                Some(u) if u == "t" || u == "trillion" => 1e12,
                 _ => 1.0,
             };
             let v = parse_number(&n.as_str().replace(',', ""))? * scale;
@@ -686,6 +688,11 @@ mod tests {
             ("INFO num_params = 7241732096", 7_241_732_096.0),
             ("Model has 7.24B parameters", 7_240_000_000.0),
             ("6.7 B     Total params", 6_700_000_000.0),
+            (
+                "--> llama-2-7b-hf has 6738.415616 Million params",
+                6_738_415_616.0,
+            ),
+            ("Model size: 1.3 billion parameters", 1_300_000_000.0),
         ] {
             assert_eq!(params(line), vec![Value::Num(want)], "{line}");
         }
@@ -696,6 +703,7 @@ mod tests {
             "4.2 M     Trainable params",
             "param_groups: 2",
             "n_params=12",
+            "4.2 million trainable parameters",
             "optimizer params = {'lr': 0.001}",
         ] {
             assert!(params(line).is_empty(), "{line}");

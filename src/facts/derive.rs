@@ -18,6 +18,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     engine_family,
     training_job,
     torch_oom,
+    stale_reading_before_start,
     params_from_name,
     model_weights,
     // Local engines and the host side.
@@ -166,6 +167,26 @@ fn torch_oom(f: &mut Facts) {
                 &["oom.self_used_bytes", "oom.reserved_bytes"],
             );
         }
+    }
+}
+
+/// A reading of the device taken before the run started (`smi.used_before_start_bytes`) is
+/// another process's memory only while that process still holds it. Where the failure's own
+/// figures leave no room for it beside this process's memory (the reading plus what PyTorch
+/// reserved, or at least allocated, is more than the device), what held it had gone by
+/// then (the previous run of the same server, replaced since), and the reading is dropped.
+fn stale_reading_before_start(f: &mut Facts) {
+    let (Some(before), Some(total)) = (
+        f.num("smi.used_before_start_bytes"),
+        f.num("oom.total_bytes"),
+    ) else {
+        return;
+    };
+    let own = f
+        .num("oom.reserved_bytes")
+        .or_else(|| f.num("oom.allocated_bytes"));
+    if own.is_some_and(|own| before + own > 1.02 * total) {
+        f.remove("smi.used_before_start_bytes");
     }
 }
 
@@ -952,6 +973,24 @@ fn trtllm(f: &mut Facts) {
 mod tests {
 
     use super::*;
+
+    /// A reading taken before the start that would not fit beside the failing process's own
+    /// memory was of something gone by the failure; one that fits is kept.
+    #[test]
+    fn a_reading_before_the_start_must_fit_beside_the_failure() {
+        const GIB: f64 = 1073741824.0;
+        let with = |before: f64, allocated: f64| {
+            let mut f = Facts::new();
+            f.set("smi.used_before_start_bytes", before * GIB, None);
+            f.set("oom.total_bytes", 22.2 * GIB, None);
+            f.set("oom.allocated_bytes", allocated * GIB, None);
+            f.set("oom.free_bytes", 0.02 * GIB, None);
+            derive(&mut f);
+            f.num("smi.used_before_start_bytes").map(|b| b / GIB)
+        };
+        assert_eq!(with(9.3, 15.87), None);
+        assert_eq!(with(9.3, 12.0), Some(9.3));
+    }
 
     #[test]
     fn a_model_names_size_tag_is_its_parameter_count() {

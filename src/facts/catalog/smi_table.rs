@@ -8,17 +8,17 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "smi.query_used_bytes",
         Unit::Bytes,
-        "memory.used of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed.",
+        "memory.used of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed, or the one device row of a pasted `nvidia-smi` table (its Memory-Usage cell).",
     ),
     fact(
         "smi.query_total_bytes",
         Unit::Bytes,
-        "memory.total of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed.",
+        "memory.total of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed, or the one device row of a pasted `nvidia-smi` table.",
     ),
     fact(
         "smi.used_before_start_bytes",
         Unit::Bytes,
-        "Device memory in use before the failing program started: an `nvidia-smi` query printed before its start-up lines (another process's, since this one did not exist yet).",
+        "Device memory in use before the failing program started: an `nvidia-smi` query or table printed before its start-up lines (another process's, since this one did not exist yet).",
     ),
     fact(
         "smi.busiest_gpu",

@@ -404,15 +404,21 @@ fn ends_a_run(t: &str) -> bool {
 
 /// Whether this start line belongs to a launch whose first start line was already seen a
 /// few lines above (the API server's version, then the argument dump, then the engine's
-/// config are one start, not three). An error between them means a new launch.
-pub(crate) fn start_already_seen(line: &Line<'_>, is_start: fn(&str) -> bool) -> bool {
+/// config are one start, not three). An error between them means a new launch, and so does
+/// a launch command after another (two servers started in turn, `nvidia-smi` between them).
+pub(crate) fn start_already_seen(
+    line: &Line<'_>,
+    is_start: fn(&str) -> bool,
+    is_command: fn(&str) -> bool,
+) -> bool {
+    let command = is_command(line.text);
     for prev in line.preceding(START_WINDOW) {
         let t = prev.text.as_str();
         if ends_a_run(t) {
             return false;
         }
         if is_start(t) {
-            return true;
+            return !(command && is_command(t));
         }
     }
     false
@@ -530,7 +536,7 @@ mod tests {
                 before: before.as_bytes(),
                 after: b"",
             };
-            start_already_seen(&line, is_start)
+            start_already_seen(&line, is_start, |_| false)
         };
         assert!(check(
             "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.1\nWARNING 01-01 00:00:00 [x.py:1] Error while fetching HF_TOKEN, using anonymous access\n"
@@ -539,6 +545,29 @@ mod tests {
             "INFO 01-01 00:00:00 [api_server.py:1] vLLM API server version 0.9.1\nValueError: boom\n"
         ));
         assert!(!check("INFO 01-01 00:00:00 [x.py:1] something else\n"));
+        // A second launch command after a first: two servers started in turn.
+        fn is_command(t: &str) -> bool {
+            t.starts_with("$ vllm serve")
+        }
+        let second = |text: &str, before: &str| {
+            let line = Line {
+                input: &input,
+                no: 9,
+                text,
+                meta: &meta,
+                siblings_before: &[],
+                siblings_after: &[],
+                before: before.as_bytes(),
+                after: b"",
+            };
+            start_already_seen(&line, |t| is_start(t) || is_command(t), is_command)
+        };
+        let first_launch = "$ vllm serve a --gpu-memory-utilization 0.2\n$ nvidia-smi\n|    9439MiB /  46068MiB |\n";
+        assert!(!second(
+            "$ vllm serve b --gpu-memory-utilization 0.2",
+            first_launch
+        ));
+        assert!(second("non-default args: {'model': 'a'}", first_launch));
     }
 
     #[test]

@@ -242,7 +242,7 @@ impl Recognizer for Sglang {
         }
 
         if is_start(text) {
-            if !start_already_seen(line, is_start) {
+            if !start_already_seen(line, is_start, is_command) {
                 out.run_start();
             }
             out.engine(id::SGLANG);

@@ -33,6 +33,9 @@ static QUERY: LazyLock<Regex> =
 /// A value of the CSV output: `3578 MiB`, `8188 MiB`, or bare with `nounits`.
 static MIB_VALUE: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$"));
+/// A device row's memory cell: `|    9439MiB /  46068MiB |`.
+static USAGE_CELL: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\|\s*(?P<used>\d+)\s?MiB\s*/\s*(?P<total>\d+)\s?MiB\s*\|"));
 static ROW: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"^\|\s+(?P<gpu>\d+)\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?(?P<pid>\d+)\s+(?:C\+G|C|G|M)\s+\S.*?\s(?P<mib>\d+)\s?MiB\s*\|\s*$",
@@ -48,13 +51,22 @@ impl Recognizer for SmiTable {
     }
 
     fn anchors(&self) -> &'static [&'static str] {
-        &["| Processes:", "|  Processes:", "--query-gpu"]
+        &[
+            "| Processes:",
+            "|  Processes:",
+            "--query-gpu",
+            "Memory-Usage",
+        ]
     }
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         if let Some(c) = QUERY.captures(line.text) {
             query_rows(line, &c["fields"], out);
             query_series(line, &c["fields"], out);
+            return;
+        }
+        if line.text.contains("Memory-Usage") {
+            device_rows(line, out);
             return;
         }
         // GPU index -> (processes, MiB of each).
@@ -92,6 +104,30 @@ impl Recognizer for SmiTable {
         out.fact("smi.busiest_gpu_processes", procs.len() as u32, None);
         out.fact("smi.busiest_gpu_bytes", total, None);
         out.fact("smi.busiest_gpu_second_bytes", total - largest, None);
+    }
+}
+
+/// The table's device rows under its `Memory-Usage` header: with one GPU listed, its
+/// `9439MiB /  46068MiB` cell is that device's use and size, as a one-row query's would be
+/// (several GPUs say nothing about the one used). The rows end at the process table.
+fn device_rows(line: &Line<'_>, out: &mut Emit) {
+    let mut cells: Vec<(f64, f64)> = Vec::new();
+    walk_forward(line, 40, |raw| {
+        let cleaned = clean_line(raw.as_bytes());
+        let t = cleaned.text.trim();
+        if !(t.starts_with('|') || t.starts_with('+')) || t.contains("Processes:") {
+            return false;
+        }
+        if let Some(c) = USAGE_CELL.captures(t)
+            && let (Ok(used), Ok(total)) = (c["used"].parse::<f64>(), c["total"].parse::<f64>())
+        {
+            cells.push((used * 1048576.0, total * 1048576.0));
+        }
+        true
+    });
+    if let [(used, total)] = cells[..] {
+        out.fact("smi.query_used_bytes", used, None);
+        out.fact("smi.query_total_bytes", total, None);
     }
 }
 
@@ -303,7 +339,7 @@ mod tests {
             ),
         ] {
             let log = format!(
-                "{query}INFO 06-04 14:31:05 [api_server.py:1289] vLLM API server version 0.9.0.1\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+                "{query}INFO 06-04 14:31:02 [__init__.py:244] Automatically detected platform cuda.\nINFO 06-04 14:31:05 [api_server.py:1289] vLLM API server version 0.9.0.1\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
             );
             let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
             assert_eq!(ev.incidents.len(), 1, "{log}");
@@ -314,6 +350,32 @@ mod tests {
                 "{log}"
             );
         }
+    }
+
+    /// The full table's device rows printed before the launch read as a one-row query.
+    #[test]
+    fn table_before_the_start() {
+        let input: InputName = Arc::from("t.log");
+        let table = |rows: &str| {
+            format!(
+                "$ nvidia-smi\n+-----------------------------------------------------------------------------------------+\n| NVIDIA-SMI 550.127.05             Driver Version: 550.127.05     CUDA Version: 12.4     |\n|-----------------------------------------+------------------------+----------------------+\n| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |\n| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |\n|=========================================+========================+======================|\n{rows}+-----------------------------------------+------------------------+----------------------+\n| Processes:                                                                              |\n|    0   N/A  N/A     21877      C   /usr/bin/python3                             9430MiB |\n+-----------------------------------------------------------------------------------------+\nINFO 03-05 13:46:23 api_server.py:912] vLLM API server version 0.7.3\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+            )
+        };
+        let gpu0 = "|   0  NVIDIA L40S                    On  |   00000000:00:1E.0 Off |                    0 |\n| N/A   34C    P0             81W /  350W |    9439MiB /  46068MiB |      0%      Default |\n";
+        let gpu1 = "|   1  NVIDIA L40S                    On  |   00000000:00:1F.0 Off |                    0 |\n| N/A   31C    P8             22W /  350W |       4MiB /  46068MiB |      0%      Default |\n";
+        let ev = analyze_log(&mut table(gpu0).as_bytes(), &input).unwrap().0;
+        let f = &ev.incidents[0].facts;
+        assert_eq!(
+            f.num("smi.used_before_start_bytes"),
+            Some(9439.0 * 1048576.0)
+        );
+        assert_eq!(f.num("smi.query_total_bytes"), Some(46068.0 * 1048576.0));
+        let both = format!("{gpu0}{gpu1}");
+        let ev = analyze_log(&mut table(&both).as_bytes(), &input).unwrap().0;
+        assert_eq!(
+            ev.incidents[0].facts.num("smi.used_before_start_bytes"),
+            None
+        );
     }
 
     /// The table printed through a per-line prefix (a rank tag, a CI timestamp, compose's

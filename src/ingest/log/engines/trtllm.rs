@@ -218,7 +218,7 @@ impl Recognizer for TrtLlm {
         }
 
         if is_start(text) {
-            if !start_already_seen(line, is_start) {
+            if !start_already_seen(line, is_start, is_command) {
                 out.run_start();
             }
             out.engine(id::TRTLLM);

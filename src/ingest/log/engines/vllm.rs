@@ -398,7 +398,7 @@ impl Recognizer for Vllm {
 
         // Start lines: the first of a launch resets the context (a restart).
         if is_start(text) {
-            if !start_already_seen(line, is_start) {
+            if !start_already_seen(line, is_start, is_command) {
                 out.run_start();
             }
             out.engine(id::VLLM);

@@ -465,10 +465,19 @@ fn frame_phase(file: &str, func: &str, source: &str) -> Option<&'static str> {
             // fairscale's and Megatron's parallel layers, a project's own layers) is the
             // model being built; a constructor's other allocations may run anywhere.
             let builds_parameter = base == "__init__" && source.contains("Parameter(");
+            // Keras drawing a new layer's initial weights (`add_weight`, its initializers'
+            // random draws in `keras/backend.py`, often the one frame Keras's filtered
+            // traceback keeps): the model is being built.
+            let keras_init = (file.contains("keras/") || file.contains("keras\\"))
+                && matches!(
+                    base,
+                    "add_weight" | "random_uniform" | "random_normal" | "truncated_normal"
+                );
             (torch_module && matches!(base, "__init__" | "reset_parameters")
                 || module_to
                 || runtime_loader
-                || builds_parameter)
+                || builds_parameter
+                || keras_init)
                 .then_some(id::MODEL_LOAD)
         })
         .or_else(|| {
@@ -1276,6 +1285,9 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
         let tb = "  File \"/app/run.py\", line 30, in <module>\n    segments, info = model.transcribe(audio, beam_size=5)\n  File \"/usr/lib/python3/site-packages/faster_whisper/transcribe.py\", line 940, in encode\n    return self.model.encode(features, to_cpu=to_cpu)";
         assert_ne!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
+        // Keras building a model: its filtered traceback keeps the initializer's draw.
+        let tb = "  File \"/home/a/sd.py\", line 7, in <module>\n    model = DiffusionModel(512, 512)\n  File \"/env/lib/python3.10/site-packages/keras/utils/traceback_utils.py\", line 70, in error_handler\n    raise e.with_traceback(filtered_tb) from None\n  File \"/env/lib/python3.10/site-packages/keras/backend.py\", line 2100, in random_uniform\n    return tf.random.stateless_uniform(";
+        assert_eq!(decide(&pre(tb), None).phase, id::MODEL_LOAD);
     }
 
     /// Cut at 100 columns inside the function's name: `in __in` / `it__`.

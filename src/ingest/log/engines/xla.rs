@@ -594,10 +594,14 @@ fn tf_failure(c: &regex::Captures<'_>) -> Failure {
     }
     if let Some(dev) = c.name("dev") {
         let d = dev.as_str();
+        // Intel's extension for TensorFlow places ops on `device:XPU:0` (an Arc or Max GPU,
+        // its own `XPU_0_bfc` pool): device memory, not the host's.
         let backend = if d.contains("GPU") {
             "cuda"
         } else if d.contains("TPU") {
             "tpu"
+        } else if d.contains("XPU") {
+            "xpu"
         } else {
             "cpu"
         };

@@ -58,6 +58,14 @@ static MEMINFO_FREE: LazyLock<Regex> =
 static CGROUP_STATS: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"Memory cgroup stats for (?P<p>\S+?):?\s*$"));
 
+/// A cgroup's own count of its OOM kills, as `cat memory.events` (v2) or `memory.oom_control`
+/// (v1) prints it: `oom_kill 3` on a line of its own.
+static CGROUP_OOM_KILLS: LazyLock<Regex> = LazyLock::new(|| static_regex(r"^oom_kill (?P<n>\d+)$"));
+/// The lines printed beside it: `low 0`, `max 214`, `oom 3`, `under_oom 0`, ...
+static CGROUP_COUNTER: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r"^(?:low|high|max|oom|oom_group_kill|oom_kill_disable|under_oom) \d+$")
+});
+
 /// A memcg limit at or above this many kB means "no limit" (`PAGE_COUNTER_MAX`).
 const UNLIMITED_KB: u64 = 1 << 50;
 
@@ -75,6 +83,7 @@ impl Recognizer for Kernel {
             "Kill process",
             "no killable processes",
             "deadlocked on memory",
+            "oom_kill ",
         ]
     }
 
@@ -93,6 +102,12 @@ impl Recognizer for Kernel {
                 out.consume(used);
             }
             out.failure(f);
+            return;
+        }
+        if let Some(c) = CGROUP_OOM_KILLS.captures(text.trim()) {
+            if let Some(f) = cgroup_counted_kills(line, &c) {
+                out.failure(f);
+            }
             return;
         }
         if let Some(c) = KILL_OLD.captures(text) {
@@ -115,6 +130,30 @@ impl Recognizer for Kernel {
             out.failure(f);
         }
     }
+}
+
+/// A cgroup's counters read from inside a container (`cat /sys/fs/cgroup/memory.events`):
+/// a nonzero `oom_kill` is the kernel killing a process of this cgroup at its memory limit,
+/// whatever the program printed (often nothing: a launcher's `Shard 0 failed to start:`).
+/// Only beside the file's name or its other counters: a bare `oom_kill 3` is anyone's.
+fn cgroup_counted_kills(line: &Line<'_>, c: &regex::Captures<'_>) -> Option<Failure> {
+    let m = c.name("n")?;
+    let kills = m.as_str().parse::<u32>().ok().filter(|n| *n > 0)?;
+    let beside_counters = line.preceding(8).iter().any(|l| {
+        let t = l.text.trim();
+        t.contains("memory.events")
+            || t.contains("memory.oom_control")
+            || CGROUP_COUNTER.is_match(t)
+    });
+    if !beside_counters {
+        return None;
+    }
+    let mut f = Failure::new("host-oom", id::LINUX, Domain::Host);
+    f.fact("host.killer", "memcg", None)
+        .fact("host.constraint", "memcg", None)
+        .fact("host.oom_events", kills, span(&m))
+        .fact("host.signal", "KILL", None);
+    Some(f)
 }
 
 /// Joins a kill line that a terminal wrapped: continuation lines have no prefix of their own.
@@ -317,6 +356,34 @@ mod tests {
     use crate::facts::evidence::{InputName, Value};
     use crate::ingest::log::grouping::analyze_log;
     use std::sync::Arc;
+
+    /// A cgroup's own counters: a nonzero `oom_kill` beside them is a kill at its limit.
+    #[test]
+    fn a_cgroups_counted_kills() {
+        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
+        let kills = |log: &str| {
+            let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+                .unwrap()
+                .0;
+            ev.incidents.first().map(|i| {
+                (
+                    i.facts.num("host.oom_events"),
+                    i.facts.str("host.killer").map(String::from),
+                )
+            })
+        };
+        let events =
+            "sh-4.4$ cat /sys/fs/cgroup/memory.events\nlow 0\nhigh 0\nmax 214\noom 3\noom_kill 3\n";
+        assert_eq!(kills(events), Some((Some(3.0), Some("memcg".into()))));
+        let grepped = "$ cat /sys/fs/cgroup/memory.events | grep oom_kill\noom_kill 4\n";
+        assert_eq!(kills(grepped).and_then(|k| k.0), Some(4.0));
+        // None yet, or a count with nothing to say it is a cgroup's.
+        assert_eq!(
+            kills("$ cat memory.events\nlow 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"),
+            None
+        );
+        assert_eq!(kills("stats:\noom_kill 2\n"), None);
+    }
 
     fn failure(raw: &str) -> Option<Failure> {
         crate::ingest::log::engines::emitted_failure(&crate::ingest::log::engines::run_line(

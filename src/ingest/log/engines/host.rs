@@ -468,11 +468,33 @@ impl Recognizer for Host {
             } else {
                 id::UNKNOWN
             };
+            // A process that had already failed on its own (an NCCL watchdog's abort, a
+            // fatal signal) and whose exit status says 137: the engine or its launcher killed
+            // what was left of it (SGLang kills its own process tree), not the host.
+            if engine == id::UNKNOWN && died_of_its_own_error(line) {
+                return;
+            }
             let mut f = sigkill_reported(engine);
             f.fact("host.exit_code", 137u32, Some((m.start(), m.end())));
             out.failure(f);
         }
     }
+}
+
+/// Whether the lines above an exit status show the program aborting on an error of its own
+/// that is not about memory: PyTorch's NCCL watchdog tearing the process down, Python's
+/// `Fatal Python error: Aborted` or `Segmentation fault`, a server's child reporting its
+/// failure (`Received sigquit from a child process`).
+fn died_of_its_own_error(line: &Line<'_>) -> bool {
+    const OWN_ABORTS: &[&str] = &[
+        "Watchdog caught collective operation timeout",
+        "Fatal Python error: Aborted",
+        "Fatal Python error: Segmentation fault",
+        "Received sigquit from a child process",
+    ];
+    line.preceding(150)
+        .iter()
+        .any(|l| OWN_ABORTS.iter().any(|a| l.text.contains(a)))
 }
 
 #[cfg(test)]
@@ -611,6 +633,26 @@ mod tests {
         assert_eq!(f.engine, id::PYTORCH);
         assert!(failure("subprocess.CalledProcessError: Command '['python', 'x.py']' died with <Signals.SIGSEGV: 11>.").is_none());
         assert!(failure("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGSEGV").is_none());
+    }
+
+    /// An exit status of 137 after the program aborted on its own (an NCCL watchdog's
+    /// timeout): its launcher or the engine killed what was left, the host did not.
+    #[test]
+    fn exit_137_after_its_own_abort_is_not_a_host_kill() {
+        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
+        let incidents = |log: &str| {
+            crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+                .unwrap()
+                .0
+                .incidents
+                .len()
+        };
+        let status = "$ docker ps -a --format '{{.Image}}  {{.Status}}'\nlmsysorg/sglang:v0.4.3  Exited (137) 41 seconds ago\n";
+        let aborted = format!(
+            "[rank4]:[E304 12:54:52.122900428 ProcessGroupNCCL.cpp:616] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=151721, OpType=_ALLGATHER_BASE) ran for 600023 milliseconds before timing out.\nFatal Python error: Aborted\n\n{status}"
+        );
+        assert_eq!(incidents(&aborted), 0);
+        assert_eq!(incidents(&format!("INFO serving\n{status}")), 1);
     }
 
     #[test]

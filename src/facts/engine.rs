@@ -41,6 +41,8 @@ pub mod id {
     pub const RAPIDS: &str = "rapids";
     pub const NUMBA: &str = "numba";
     pub const MXNET: &str = "mxnet";
+    /// LM Studio's own load guardrail (its models run on llama.cpp or MLX).
+    pub const LMSTUDIO: &str = "lmstudio";
     /// Apple's MLX (and MLX-LM), on Apple silicon's unified memory.
     pub const MLX: &str = "mlx";
     pub const UNKNOWN: &str = "unknown";

@@ -11,6 +11,7 @@ pub mod comfyui;
 pub mod deepspeed;
 pub mod host;
 pub mod llamacpp;
+pub mod lmstudio;
 pub mod model;
 pub mod ollama;
 pub mod pytorch;
@@ -215,6 +216,7 @@ pub const SECTIONS: &[&[FactDef]] = &[
     tgi::FACTS,
     trtllm::FACTS,
     vgpu::FACTS,
+    lmstudio::FACTS,
     runtimes::FACTS,
 ];
 

@@ -29,6 +29,7 @@ pub mod deepspeed;
 pub mod kernel;
 pub mod kubernetes;
 pub mod llamacpp;
+pub mod lmstudio;
 pub(crate) mod local;
 pub mod ollama;
 pub mod ray;
@@ -469,6 +470,7 @@ pub fn all() -> &'static [&'static dyn Recognizer] {
         // Local engines and the host side.
         &llamacpp::LlamaCpp,
         &ollama::Ollama,
+        &lmstudio::LmStudio,
         &kernel::Kernel,
         &systemd::Systemd,
         &kubernetes::Kubernetes,

@@ -1,0 +1,150 @@
+//! LM Studio: its load guardrail, which refuses a model that its own estimate says will not
+//! fit in the memory free at that moment.
+//!
+//! LM Studio (0.3+, `lms log stream`, the app's developer logs) prints, before loading a
+//! model, the device's memory as it measured it and its estimate of the load:
+//!
+//! ```text
+//!  [LM Studio] Live GPU memory info (source 'LMS Core'):
+//!   GPU 0
+//!     Name: NVIDIA GeForce RTX 4090
+//!     Total: 23.99 GB
+//!     Used: 20.87 GB
+//!     Free: 3.12 GB
+//!  [LM Studio] Model load size estimate with raw num offload layers 'max' and context length '16384':
+//!   Model: 11.20 GB
+//!   Context: 930.12 MB
+//!   Total: 12.13 GB
+//! ```
+//!
+//! and, when the estimate exceeds what is free, refuses with `Error: Not enough resources to
+//! load the model with the current settings` (the app: `Failed to load the model`). Its
+//! "GB" are binary (a 24,564 MiB card reads 23.99 GB). Nothing was allocated: the numbers
+//! decide between a model larger than the device, its context, and memory something else
+//! (often another model LM Studio keeps loaded) holds.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::local::{size_bin, walk_forward};
+use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
+use crate::ingest::log::clean::clean_line;
+use crate::ingest::log::pattern::static_regex;
+
+/// `Total: 23.99 GB`, `Context: 930.12 MB` under one of the two headers.
+static FIGURE: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"^(?P<k>Total|Used|Free|Model|Context):\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B)$",
+    )
+});
+static CONTEXT_LENGTH: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"context length '(?P<n>\d+)'"));
+
+/// The LM Studio recogniser.
+pub struct LmStudio;
+
+impl Recognizer for LmStudio {
+    fn engine(&self) -> &'static str {
+        id::LMSTUDIO
+    }
+
+    fn anchors(&self) -> &'static [&'static str] {
+        &[
+            "Live GPU memory info",
+            "Model load size estimate",
+            "Not enough resources to load the model",
+        ]
+    }
+
+    fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
+        let text = line.text;
+        if text.contains("Not enough resources to load the model") {
+            out.engine(id::LMSTUDIO);
+            out.phase(PhaseMark::LoadFailed);
+            let mut f = Failure::new("device-oom", id::LMSTUDIO, Domain::Device);
+            f.fact("oom.wording", "lmstudio-guardrail", None);
+            out.failure(f);
+            return;
+        }
+        let (names, sums): (&[(&str, &str)], bool) = if text.contains("Live GPU memory info") {
+            (
+                &[
+                    ("Total", "lmstudio.gpu_total_bytes"),
+                    ("Used", "lmstudio.gpu_used_bytes"),
+                    ("Free", "lmstudio.gpu_free_bytes"),
+                ],
+                true,
+            )
+        } else if text.contains("Model load size estimate") {
+            if let Some(n) = CONTEXT_LENGTH
+                .captures(text)
+                .and_then(|c| c["n"].parse::<u64>().ok())
+            {
+                out.fact("lmstudio.context_length", n, None);
+            }
+            (
+                &[
+                    ("Total", "lmstudio.estimate_bytes"),
+                    ("Model", "lmstudio.estimate_model_bytes"),
+                    ("Context", "lmstudio.estimate_context_bytes"),
+                ],
+                false,
+            )
+        } else {
+            return;
+        };
+        out.engine(id::LMSTUDIO);
+        // The figures follow, indented; the next log entry (`[LM Studio] ...`, a timestamp)
+        // ends them. Several GPUs' figures add up: the model is split over them.
+        let mut found: Vec<(&str, u64)> = Vec::new();
+        walk_forward(line, 16, |raw| {
+            let cleaned = clean_line(raw.as_bytes());
+            let t = cleaned.text.trim();
+            if t.starts_with('[') || (cleaned.meta.timestamp.is_some() && t.is_empty()) {
+                return false;
+            }
+            if let Some(c) = FIGURE.captures(t)
+                && let Some(b) = size_bin(&c["n"], &c["u"])
+                && let Some((_, name)) = names.iter().find(|(k, _)| *k == &c["k"])
+            {
+                match found.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, v)) if sums => *v += b,
+                    Some(_) => {}
+                    None => found.push((name, b)),
+                }
+            }
+            true
+        });
+        for (name, bytes) in found {
+            out.fact(name, bytes, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::facts::evidence::InputName;
+    use crate::ingest::log::grouping::analyze_log;
+
+    const LOG: &str = "2026-02-25 21:16:40 [DEBUG]\n [LM Studio] Live GPU memory info (source 'LMS Core'):\n  GPU 0\n    Name: NVIDIA GeForce RTX 4090\n    Total: 23.99 GB\n    Used: 20.87 GB\n    Free: 3.12 GB\n2026-02-25 21:16:40 [DEBUG]\n [LM Studio] Model load size estimate with raw num offload layers 'max' and context length '16384':\n  Model: 11.20 GB\n  Context: 930.12 MB\n  Total: 12.13 GB\n2026-02-25 21:16:40 [ERROR]\n [LMSInternal][Client=LM Studio][Endpoint=loadModel] Error in channel handler: Error: Not enough resources to load the model with the current settings\n";
+
+    /// The guardrail's refusal, with the device as LM Studio measured it and its estimate.
+    #[test]
+    fn the_guardrail_and_its_figures() {
+        let input: InputName = Arc::from("t.log");
+        let ev = analyze_log(&mut LOG.as_bytes(), &input).unwrap().0;
+        assert_eq!(ev.incidents.len(), 1);
+        let f = &ev.incidents[0].facts;
+        let gib = |n: &str| f.num(n).map(|b| (b / 1073741824.0 * 100.0).round() / 100.0);
+        assert_eq!(gib("lmstudio.gpu_total_bytes"), Some(23.99));
+        assert_eq!(gib("lmstudio.gpu_used_bytes"), Some(20.87));
+        assert_eq!(gib("lmstudio.gpu_free_bytes"), Some(3.12));
+        assert_eq!(gib("lmstudio.estimate_bytes"), Some(12.13));
+        assert_eq!(gib("lmstudio.estimate_model_bytes"), Some(11.2));
+        assert_eq!(f.num("lmstudio.context_length"), Some(16384.0));
+        assert_eq!(f.str("phase"), Some("model-load"));
+    }
+}

@@ -15,6 +15,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::local::walk_back;
 use super::{Domain, Emit, Failure, Line, Recognizer, id};
 use crate::ingest::log::pattern::static_regex;
 
@@ -492,9 +493,14 @@ fn died_of_its_own_error(line: &Line<'_>) -> bool {
         "Fatal Python error: Segmentation fault",
         "Received sigquit from a child process",
     ];
-    line.preceding(150)
-        .iter()
-        .any(|l| OWN_ABORTS.iter().any(|a| l.text.contains(a)))
+    // Raw lines, not cleaned ones: the phrases survive any prefix, and a log of many exit
+    // lines must not clean the same lines again for each.
+    let mut aborted = false;
+    walk_back(line, 150, |raw| {
+        aborted = OWN_ABORTS.iter().any(|a| raw.contains(a));
+        !aborted
+    });
+    aborted
 }
 
 #[cfg(test)]

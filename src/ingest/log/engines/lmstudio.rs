@@ -35,7 +35,7 @@ use crate::ingest::log::pattern::static_regex;
 /// `Total: 23.99 GB`, `Context: 930.12 MB` under one of the two headers.
 static FIGURE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"^(?P<k>Total|Used|Free|Model|Context):\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B)$",
+        r"^(?P<k>Total|Used|Free|Model|Context):\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B)\b",
     )
 });
 static CONTEXT_LENGTH: LazyLock<Regex> =
@@ -116,6 +116,18 @@ impl Recognizer for LmStudio {
             }
             true
         });
+        // A figure the paste lost (cut, or garbled by a control character) follows from the
+        // other two.
+        let get = |found: &[(&str, u64)], n: &str| found.iter().find(|(k, _)| *k == n).map(|f| f.1);
+        if sums
+            && get(&found, "lmstudio.gpu_used_bytes").is_none()
+            && let (Some(total), Some(free)) = (
+                get(&found, "lmstudio.gpu_total_bytes"),
+                get(&found, "lmstudio.gpu_free_bytes"),
+            )
+        {
+            found.push(("lmstudio.gpu_used_bytes", total.saturating_sub(free)));
+        }
         for (name, bytes) in found {
             out.fact(name, bytes, None);
         }
@@ -146,5 +158,14 @@ mod tests {
         assert_eq!(gib("lmstudio.estimate_model_bytes"), Some(11.2));
         assert_eq!(f.num("lmstudio.context_length"), Some(16384.0));
         assert_eq!(f.str("phase"), Some("model-load"));
+        // A control character after a figure, and a figure missing: the rest still read.
+        let noisy = LOG
+            .replace("    Used: 20.87 GB\n", "")
+            .replace("Free: 3.12 GB", "Free: 3.12 GB\u{7}");
+        let ev = analyze_log(&mut noisy.as_bytes(), &input).unwrap().0;
+        let f = &ev.incidents[0].facts;
+        let gib = |n: &str| f.num(n).map(|b| (b / 1073741824.0 * 100.0).round() / 100.0);
+        assert_eq!(gib("lmstudio.gpu_free_bytes"), Some(3.12));
+        assert_eq!(gib("lmstudio.gpu_used_bytes"), Some(20.87));
     }
 }

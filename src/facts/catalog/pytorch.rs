@@ -26,6 +26,11 @@ pub const FACTS: &[FactDef] = &[
         "The call that failed builds an attention score matrix (batch x heads x query x key): an attention function that materialises it (`eager_attention_forward`, `_attn`) or a source line assigning it (`attn_weights = ...softmax(...)`). It grows with the square of the sequence length; SDPA and FlashAttention never hold it.",
     ),
     fact(
+        "oom.kv_cache_update",
+        Unit::Flag,
+        "The failing source line extends a KV cache by concatenation (`torch.cat([past_key_value[0], key_states], dim=2)`): generation's cache growing token by token.",
+    ),
+    fact(
         "oom.wording",
         Unit::Text,
         "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, thc: PyTorch before 1.0 (`cuda runtime error (2)`, `THCudaCheck`), its caching allocator failing in the runtime's words, framework-cuda: a C++ framework's own cudaMalloc failure (Caffe, dlib, MXNet's storage manager), mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, notebook-header: only a notebook's traceback header (`MemoryError    Traceback (most recent call last)`) named the failure, ...).",

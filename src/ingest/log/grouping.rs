@@ -646,6 +646,9 @@ fn signature(f: &Failure) -> String {
 /// - `oom.attention_scores`: the failing call builds an attention score matrix (batch x
 ///   heads x query x key): an attention function that materialises it (`eager_attention_forward`,
 ///   GPT-2's and GPT-NeoX's `_attn`) or a source line assigning it (`attn_weights = ...`).
+/// - `oom.kv_cache_update`: the failing source line extends the KV cache (`torch.cat([
+///   past_key_value[0], key_states], dim=2)`, the cache before Transformers' cache classes,
+///   whose frames `cache_utils.py` names instead).
 fn failing_call_facts(hit: &Hit<'_>, facts: &mut Facts, prov: &Provenance) {
     let call = FailingCall::read(hit);
     if call.pinned_host_copy && !facts.contains("oom.pinned_host_copy") {
@@ -653,6 +656,9 @@ fn failing_call_facts(hit: &Hit<'_>, facts: &mut Facts, prov: &Provenance) {
     }
     if call.attention_scores && !facts.contains("oom.attention_scores") {
         facts.set("oom.attention_scores", true, Some(prov.clone()));
+    }
+    if call.kv_cache_update && !facts.contains("oom.kv_cache_update") {
+        facts.set("oom.kv_cache_update", true, Some(prov.clone()));
     }
 }
 
@@ -681,6 +687,7 @@ const FAILING_CALL_FRAMES: usize = 3;
 struct FailingCall {
     pinned_host_copy: bool,
     attention_scores: bool,
+    kv_cache_update: bool,
 }
 
 impl FailingCall {
@@ -717,6 +724,12 @@ impl FailingCall {
                 let to_cpu = compact.contains(".to(\"cpu\"") || compact.contains(".to('cpu'");
                 call.pinned_host_copy |= (to_cpu && compact.contains("non_blocking=True"))
                     || compact.contains("pin_memory(");
+                // The cache grown by a concatenation: GPT-2's `layer_past`, Llama's and
+                // most 2023 models' `past_key_value`.
+                call.kv_cache_update |= compact.contains("torch.cat(")
+                    && ["past_key_value", "layer_past", "key_cache", "value_cache"]
+                        .iter()
+                        .any(|n| compact.contains(n));
             }
             call.attention_scores |= SCORE_MATRIX_NAMES.iter().any(|n| compact.starts_with(n));
         }
@@ -1014,6 +1027,11 @@ mod tests {
         assert_eq!(flag(pinned, "oom.pinned_host_copy"), Some(true));
         let further_up = "  File \"/w/eval.py\", line 7, in collect\n    out = step(x).to(\"cpu\", non_blocking=True)\n  File \"/w/eval.py\", line 3, in step\n    return model(x)";
         assert_eq!(flag(further_up, "oom.pinned_host_copy"), None);
+        // The KV cache grown by concatenation on the failing line; not further up.
+        let cat = "  File \"/env/transformers/models/llama/modeling_llama.py\", line 201, in forward\n    key_states = torch.cat([past_key_value[0], key_states], dim=2)";
+        assert_eq!(flag(cat, "oom.kv_cache_update"), Some(true));
+        let above = "  File \"/m.py\", line 201, in forward\n    key_states = torch.cat([past_key_value[0], key_states], dim=2)\n  File \"/m.py\", line 90, in proj\n    return self.o(x)";
+        assert_eq!(flag(above, "oom.kv_cache_update"), None);
     }
 
     /// Readings that climb to the end make an incident without a failure; a warm-up (one

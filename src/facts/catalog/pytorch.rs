@@ -31,6 +31,11 @@ pub const FACTS: &[FactDef] = &[
         "The failing source line extends a KV cache by concatenation (`torch.cat([past_key_value[0], key_states], dim=2)`): generation's cache growing token by token.",
     ),
     fact(
+        "oom.accumulator",
+        Unit::Text,
+        "The tensor the failing source line concatenates onto itself (`preds = torch.cat((preds, logits))`, `preds_host = nested_concat(preds_host, logits)`): outputs gathered batch by batch on the device, each concatenation asking for all of them again plus one batch.",
+    ),
+    fact(
         "oom.wording",
         Unit::Text,
         "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, thc: PyTorch before 1.0 (`cuda runtime error (2)`, `THCudaCheck`), its caching allocator failing in the runtime's words, framework-cuda: a C++ framework's own cudaMalloc failure (Caffe, dlib, MXNet's storage manager), mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, notebook-header: only a notebook's traceback header (`MemoryError    Traceback (most recent call last)`) named the failure, ...).",

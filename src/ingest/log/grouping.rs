@@ -649,6 +649,8 @@ fn signature(f: &Failure) -> String {
 /// - `oom.kv_cache_update`: the failing source line extends the KV cache (`torch.cat([
 ///   past_key_value[0], key_states], dim=2)`, the cache before Transformers' cache classes,
 ///   whose frames `cache_utils.py` names instead).
+/// - `oom.accumulator`: the failing source line concatenates onto the tensor it assigns
+///   (see [`accumulator`]); not where that tensor is a KV cache.
 fn failing_call_facts(hit: &Hit<'_>, facts: &mut Facts, prov: &Provenance) {
     let call = FailingCall::read(hit);
     if call.pinned_host_copy && !facts.contains("oom.pinned_host_copy") {
@@ -660,6 +662,42 @@ fn failing_call_facts(hit: &Hit<'_>, facts: &mut Facts, prov: &Provenance) {
     if call.kv_cache_update && !facts.contains("oom.kv_cache_update") {
         facts.set("oom.kv_cache_update", true, Some(prov.clone()));
     }
+    if let Some(name) = call.accumulator.filter(|_| !call.kv_cache_update)
+        && !facts.contains("oom.accumulator")
+    {
+        facts.set("oom.accumulator", name, Some(prov.clone()));
+    }
+}
+
+/// The target a source line (without spaces) assigns when the value concatenates onto that
+/// same target: `preds=logitsifpredsisNoneelsetorch.cat((preds,logits),dim=0)` (Transformers
+/// 3's prediction loop), `self.feats=torch.cat([self.feats,f])`, `preds_host=nested_concat(
+/// preds_host,logits)`. Such a tensor holds every batch gathered so far, and each
+/// concatenation asks for all of it again plus one batch.
+fn accumulator(compact: &str) -> Option<&str> {
+    let eq = compact.find('=')?;
+    let (target, value) = (&compact[..eq], &compact[eq + 1..]);
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_.[]'\"".contains(c);
+    if target.is_empty() || value.starts_with('=') || !target.chars().all(plain) {
+        return None;
+    }
+    let onto_target = |call: &str| {
+        value.match_indices(call).any(|(at, _)| {
+            let args = &value[at + call.len()..];
+            let args = args.strip_prefix(['(', '[']).unwrap_or(args);
+            args.strip_prefix(target)
+                .is_some_and(|rest| rest.starts_with(','))
+        })
+    };
+    [
+        "torch.cat(",
+        "torch.concat(",
+        "torch.concatenate(",
+        "nested_concat(",
+    ]
+    .into_iter()
+    .any(onto_target)
+    .then_some(target)
 }
 
 /// Attention functions whose body holds the whole score matrix (the memory-efficient kernels,
@@ -688,6 +726,7 @@ struct FailingCall {
     pinned_host_copy: bool,
     attention_scores: bool,
     kv_cache_update: bool,
+    accumulator: Option<String>,
 }
 
 impl FailingCall {
@@ -730,6 +769,7 @@ impl FailingCall {
                     && ["past_key_value", "layer_past", "key_cache", "value_cache"]
                         .iter()
                         .any(|n| compact.contains(n));
+                call.accumulator = accumulator(&compact).map(str::to_owned);
             }
             call.attention_scores |= SCORE_MATRIX_NAMES.iter().any(|n| compact.starts_with(n));
         }
@@ -1032,6 +1072,31 @@ mod tests {
         assert_eq!(flag(cat, "oom.kv_cache_update"), Some(true));
         let above = "  File \"/m.py\", line 201, in forward\n    key_states = torch.cat([past_key_value[0], key_states], dim=2)\n  File \"/m.py\", line 90, in proj\n    return self.o(x)";
         assert_eq!(flag(above, "oom.kv_cache_update"), None);
+        // A tensor concatenated onto itself on the failing line; not a KV cache's, not
+        // another tensor's, not further up.
+        let text = |tb: &str| {
+            let ev = run(&format!(
+                "Traceback (most recent call last):\n{tb}\n{OOM}\n"
+            ));
+            ev.incidents[0]
+                .facts
+                .str("oom.accumulator")
+                .map(str::to_owned)
+        };
+        let gathered = "  File \"/env/transformers/trainer.py\", line 1244, in prediction_loop\n    preds = logits if preds is None else torch.cat((preds, logits), dim=0)";
+        assert_eq!(text(gathered).as_deref(), Some("preds"));
+        let member = "  File \"/w/embed.py\", line 40, in run\n    self.feats[k] = torch.cat([self.feats[k], f.detach()], 0)";
+        assert_eq!(text(member).as_deref(), Some("self.feats[k]"));
+        let nested = "  File \"/env/transformers/trainer.py\", line 2980, in evaluation_loop\n    preds_host = logits if preds_host is None else nested_concat(preds_host, logits, padding_index=-100)";
+        assert_eq!(text(nested).as_deref(), Some("preds_host"));
+        let cache = "  File \"/env/transformers/cache_utils.py\", line 361, in update\n    self.key_cache[layer_idx] = torch.cat([self.key_cache[layer_idx], key_states], dim=-2)";
+        assert_eq!(text(cache), None);
+        let other = "  File \"/m.py\", line 3, in f\n    x = torch.cat((h, x), dim=1)";
+        assert_eq!(text(other), None);
+        let prefix = "  File \"/m.py\", line 3, in f\n    x = torch.cat((x_skip, y), dim=1)";
+        assert_eq!(text(prefix), None);
+        let up = "  File \"/m.py\", line 3, in f\n    preds = torch.cat((preds, model(x)))\n  File \"/m.py\", line 9, in forward\n    return self.net(x)";
+        assert_eq!(text(up), None);
     }
 
     /// Readings that climb to the end make an incident without a failure; a warm-up (one

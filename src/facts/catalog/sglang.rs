@@ -6,6 +6,21 @@ use crate::facts::evidence::Unit;
 /// Facts read from SGLang's logs.
 pub const FACTS: &[FactDef] = &[
     fact(
+        "sglang.tp_memory_unbalanced",
+        Unit::Flag,
+        "SGLang's tensor-parallel start-up check found one GPU of the group with less than 0.9 x the memory free on this one (`The memory capacity is unbalanced. Some GPUs may be occupied by other processes.`): another process holds part of that GPU.",
+    ),
+    fact(
+        "sglang.tp_min_free_bytes",
+        Unit::Bytes,
+        "The least memory free on any GPU of the tensor-parallel group at start-up (`min_per_gpu_memory=`, `pre_model_load_memory=`).",
+    ),
+    fact(
+        "sglang.tp_local_free_bytes",
+        Unit::Bytes,
+        "The memory free at start-up on the GPU of the rank that checked (`local_gpu_memory=`).",
+    ),
+    fact(
         "sglang.mem_fraction_static",
         Unit::Ratio,
         "--mem-fraction-static: the fraction of device memory for weights plus the KV pool.",

@@ -92,6 +92,17 @@ static WEIGHT_END: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// S-2.
+/// The tensor-parallel start-up check (`model_runner.py`): the least memory free on any GPU
+/// of the group was below 0.9 x this GPU's, in GiB (`min_per_gpu_memory`; 0.5's
+/// `pre_model_load_memory`, the NPU build's `min_available_device_memory`; 0.3 printed no
+/// figures). Raised as a `ValueError` (0.3, 0.4) or a `RuntimeError` (0.5, where
+/// `SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK` asks for it), otherwise logged as a warning.
+static UNBALANCED: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"The memory capacity is unbalanced\.(?:.*?(?:min_per_gpu_memory|pre_model_load_memory|min_available_device_memory)=(?P<min>{N}))?(?:.*?(?:local_gpu_memory|local_device_memory)=(?P<local>{N}))?",
+    )
+});
+
 static NOT_ENOUGH: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"Not enough memory\. Please try to increase --mem-fraction-static\.?(?:\s*Current value: (?:self\.server_args\.)?mem_fraction_static=(?P<f>{N}))?",
@@ -221,6 +232,7 @@ impl Recognizer for Sglang {
             "memory leak detected",
             "/sglang/srt/",
             "Received sigquit from a child process",
+            "The memory capacity is unbalanced",
         ]
     }
 
@@ -258,6 +270,35 @@ impl Recognizer for Sglang {
             // See the module comment: a bookkeeping self-check, not an OOM.
             if text.contains("token_to_kv_pool") || text.contains("req_to_token_pool") {
                 out.engine(id::SGLANG);
+            }
+            return;
+        }
+
+        if let Some(c) = UNBALANCED.captures(text) {
+            // Another process holds part of one GPU of the group. Raised, it stops the
+            // start; as a warning it is what a later failure of the same run had against it.
+            out.engine(id::SGLANG);
+            out.phase(PhaseMark::EngineStartup);
+            let figures = [
+                ("min", "sglang.tp_min_free_bytes"),
+                ("local", "sglang.tp_local_free_bytes"),
+            ];
+            if text.contains("Error: The memory capacity is unbalanced") {
+                let mut f = Failure::new("engine-budget", id::SGLANG, Domain::Device);
+                f.fact("sglang.tp_memory_unbalanced", true, None);
+                for (g, name) in figures {
+                    if let Some(m) = c.name(g) {
+                        if let Some(v) = gib(m.as_str()) {
+                            f.fact(name, v, Some((m.start(), m.end())));
+                        }
+                    }
+                }
+                out.failure(f);
+            } else {
+                out.fact("sglang.tp_memory_unbalanced", true, None);
+                for (g, name) in figures {
+                    gib_fact(out, &c, g, name);
+                }
             }
             return;
         }
@@ -500,6 +541,43 @@ mod tests {
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() <= b.abs() * 0.0001 + 1.0)
+    }
+
+    /// The tensor-parallel balance check: raised, a start-up failure with its figures;
+    /// logged as a warning, only the figures.
+    #[test]
+    fn unbalanced_memory_across_the_group() {
+        let raised = run(
+            "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory=62.41, local_gpu_memory=78.83, local_gpu_memory * 0.9=70.947",
+        );
+        let f = failure(&raised).expect("a failure");
+        assert_eq!((f.kind, f.engine), ("engine-budget", id::SGLANG));
+        let num = |name: &str| {
+            f.facts
+                .iter()
+                .find(|x| x.0 == name)
+                .and_then(|x| match x.1 {
+                    Value::Num(n) => Some(n),
+                    _ => None,
+                })
+        };
+        assert!(close(num("sglang.tp_min_free_bytes"), 62.41 * GIB));
+        assert!(close(num("sglang.tp_local_free_bytes"), 78.83 * GIB));
+        let old = run(
+            "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
+        );
+        assert!(failure(&old).is_some());
+        let warned = run(
+            "[2025-09-22 14:02:59 TP1] The memory capacity is unbalanced. Some GPUs may be occupied by other processes. pre_model_load_memory=41.6, local_gpu_memory=46.2, local_gpu_memory * 0.9=41.58",
+        );
+        assert!(failure(&warned).is_none());
+        assert!(close(
+            fact(&warned, "sglang.tp_min_free_bytes").and_then(|v| match v {
+                Value::Num(n) => Some(n),
+                _ => None,
+            }),
+            41.6 * GIB
+        ));
     }
 
     #[test]

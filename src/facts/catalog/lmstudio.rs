@@ -3,8 +3,34 @@
 use super::{FactDef, fact};
 use crate::facts::evidence::Unit;
 
-/// Facts read from LM Studio's load logs (`Live GPU memory info`, `Model load size estimate`).
+/// Facts read from LM Studio's load logs (`Live GPU memory info`, `Model load size estimate`),
+/// its crash reports and model settings.
 pub const FACTS: &[FactDef] = &[
+    fact(
+        "lmstudio.ram_total_bytes",
+        Unit::Bytes,
+        "The machine's RAM in LM Studio's crash report (`\"ram_capacity\"`).",
+    ),
+    fact(
+        "lmstudio.ram_free_bytes",
+        Unit::Bytes,
+        "RAM left unused when the model crashed (the crash report's `\"ram_unused\"`).",
+    ),
+    fact(
+        "lmstudio.vram_total_bytes",
+        Unit::Bytes,
+        "The GPU memory LM Studio counts on, in its crash report (`\"vram_recommended_capacity\"`).",
+    ),
+    fact(
+        "lmstudio.vram_free_bytes",
+        Unit::Bytes,
+        "GPU memory left unused when the model crashed (`\"vram_unused\"`).",
+    ),
+    fact(
+        "lmstudio.use_mlock",
+        Unit::Flag,
+        "The model's `use_mlock` (\"Keep model in memory\"): a copy of the weights is locked in RAM even when every layer is on the GPU.",
+    ),
     fact(
         "lmstudio.gpu_total_bytes",
         Unit::Bytes,

@@ -22,6 +22,19 @@
 //! "GB" are binary (a 24,564 MiB card reads 23.99 GB). Nothing was allocated: the numbers
 //! decide between a model larger than the device, its context, and memory something else
 //! (often another model LM Studio keeps loaded) holds.
+//!
+//! When a loaded model crashes, LM Studio 0.2 shows a diagnostic report (pasted into most of
+//! its bug reports) with the machine's memory at that moment:
+//!
+//! ```text
+//! "cause": "(Exit code: 0). Some model operation failed. Try a different model and/or config.",
+//! "data": { "memory": { "ram_capacity": "7.88 GB", "ram_unused": "832.32 MB" },
+//!           "gpu": { "type": "NvidiaCuda", "vram_recommended_capacity": "11.93 GB", "vram_unused": "6.02 GB" }, ...
+//! ```
+//!
+//! A crash is not a failure to allocate by itself (an unsupported architecture exits the
+//! same way); with the RAM all but used up and the GPU not, it is the host's memory
+//! ([`RAM_NEARLY_FULL`]).
 
 use std::sync::LazyLock;
 
@@ -40,6 +53,20 @@ static FIGURE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static CONTEXT_LENGTH: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"context length '(?P<n>\d+)'"));
+/// A crash report's figure: `"ram_unused": "832.32 MB"`.
+static REPORT_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r#""(?P<k>ram_capacity|ram_unused|vram_recommended_capacity|vram_unused)"\s*:\s*"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B)""#,
+    )
+});
+/// `"use_mlock": true` in a model preset or load config ("Keep model in memory").
+static USE_MLOCK: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#""use_mlock"\s*:\s*(?P<v>true|false)"#));
+
+/// The share of RAM left unused at a crash at or below which the crash is the host's memory
+/// running out: a desktop never idles with less than a few percent of its RAM free, and
+/// the GPU's memory, when the report gives it, must not be the scarcer of the two.
+const RAM_NEARLY_FULL: f64 = 0.12;
 
 /// The LM Studio recogniser.
 pub struct LmStudio;
@@ -54,6 +81,10 @@ impl Recognizer for LmStudio {
             "Live GPU memory info",
             "Model load size estimate",
             "Not enough resources to load the model",
+            "(Exit code: ",
+            "[LM STUDIO SERVER] Processing queued request",
+            "[LM STUDIO SERVER] Streaming response",
+            "\"use_mlock\"",
         ]
     }
 
@@ -65,6 +96,22 @@ impl Recognizer for LmStudio {
             let mut f = Failure::new("device-oom", id::LMSTUDIO, Domain::Device);
             f.fact("oom.wording", "lmstudio-guardrail", None);
             out.failure(f);
+            return;
+        }
+        // The local server at work: a crash after these is one while serving.
+        if text.contains("[LM STUDIO SERVER] Processing queued request")
+            || text.contains("[LM STUDIO SERVER] Streaming response")
+        {
+            out.engine(id::LMSTUDIO);
+            out.phase(PhaseMark::Serving);
+            return;
+        }
+        if let Some(c) = USE_MLOCK.captures(text) {
+            out.fact("lmstudio.use_mlock", &c["v"] == "true", None);
+            return;
+        }
+        if text.contains("\"cause\"") && text.contains("(Exit code: ") {
+            crash_report(line, out);
             return;
         }
         let (names, sums): (&[(&str, &str)], bool) = if text.contains("Live GPU memory info") {
@@ -134,6 +181,56 @@ impl Recognizer for LmStudio {
     }
 }
 
+/// A crash report's memory figures (the JSON after its `"cause"`): a host failure where the
+/// RAM was all but used up and the GPU was not; otherwise only the figures, as facts.
+fn crash_report(line: &Line<'_>, out: &mut Emit) {
+    out.engine(id::LMSTUDIO);
+    let mut figures: Vec<(&'static str, u64)> = Vec::new();
+    walk_forward(line, 24, |raw| {
+        if let Some(c) = REPORT_FIGURE.captures(raw)
+            && let Some(b) = size_bin(&c["n"], &c["u"])
+        {
+            let name = match &c["k"] {
+                "ram_capacity" => "lmstudio.ram_total_bytes",
+                "ram_unused" => "lmstudio.ram_free_bytes",
+                "vram_recommended_capacity" => "lmstudio.vram_total_bytes",
+                _ => "lmstudio.vram_free_bytes",
+            };
+            if !figures.iter().any(|(n, _)| *n == name) {
+                figures.push((name, b));
+            }
+        }
+        // The report's end: its title, the last key LM Studio writes.
+        !raw.contains("\"title\"")
+    });
+    let get = |n: &str| figures.iter().find(|(k, _)| *k == n).map(|f| f.1 as f64);
+    let share = |free: Option<f64>, total: Option<f64>| match (free, total) {
+        (Some(f), Some(t)) if t > 0.0 => Some(f / t),
+        _ => None,
+    };
+    let ram = share(
+        get("lmstudio.ram_free_bytes"),
+        get("lmstudio.ram_total_bytes"),
+    );
+    let vram = share(
+        get("lmstudio.vram_free_bytes"),
+        get("lmstudio.vram_total_bytes"),
+    );
+    let host_ran_out = ram.is_some_and(|r| r <= RAM_NEARLY_FULL && vram.is_none_or(|v| v > r));
+    if host_ran_out {
+        // Nothing killed it: the model crashed when an allocation in RAM failed.
+        let mut f = Failure::new("host-oom", id::LMSTUDIO, Domain::Host);
+        for (name, bytes) in &figures {
+            f.fact(name, *bytes, None);
+        }
+        out.failure(f);
+    } else {
+        for (name, bytes) in figures {
+            out.fact(name, bytes, None);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -167,5 +264,39 @@ mod tests {
         let gib = |n: &str| f.num(n).map(|b| (b / 1073741824.0 * 100.0).round() / 100.0);
         assert_eq!(gib("lmstudio.gpu_free_bytes"), Some(3.12));
         assert_eq!(gib("lmstudio.gpu_used_bytes"), Some(20.87));
+    }
+
+    /// A crash report is the host's memory running out only where the RAM was all but used
+    /// up and the GPU's memory was not the scarcer.
+    #[test]
+    fn a_crash_report_with_the_ram_used_up() {
+        let report = |ram_unused: &str, vram_unused: &str| {
+            format!(
+                "[ERROR][LM STUDIO SERVER] Error: Model error: (Exit code: 0). Some model operation failed.\n{{\n  \"cause\": \"(Exit code: 0). Some model operation failed. Try a different model and/or config.\",\n  \"data\": {{\n    \"memory\": {{\n      \"ram_capacity\": \"7.88 GB\",\n      \"ram_unused\": \"{ram_unused}\"\n    }},\n    \"gpu\": {{\n      \"type\": \"NvidiaCuda\",\n      \"vram_recommended_capacity\": \"11.93 GB\",\n      \"vram_unused\": \"{vram_unused}\"\n    }}\n  }},\n  \"title\": \"Model error\"\n}}\n"
+            )
+        };
+        let input: InputName = Arc::from("t.log");
+        let ev = analyze_log(&mut report("832.32 MB", "6.02 GB").as_bytes(), &input)
+            .unwrap()
+            .0;
+        assert_eq!(ev.incidents.len(), 1);
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.str("failure.kind"), Some("host-oom"));
+        assert_eq!(
+            f.num("lmstudio.ram_free_bytes"),
+            Some((832.32f64 * 1048576.0).floor())
+        );
+        assert_eq!(
+            f.num("lmstudio.vram_total_bytes")
+                .map(|b| (b / 1073741824.0 * 100.0).round()),
+            Some(1193.0)
+        );
+        // RAM to spare, or the GPU even fuller: not the host's memory.
+        for (ram, vram) in [("3.20 GB", "6.02 GB"), ("832.32 MB", "310.00 MB")] {
+            let ev = analyze_log(&mut report(ram, vram).as_bytes(), &input)
+                .unwrap()
+                .0;
+            assert!(ev.incidents.is_empty(), "{ram} {vram}");
+        }
     }
 }

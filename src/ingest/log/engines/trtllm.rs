@@ -89,6 +89,19 @@ static BLOCKS_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"primary blocks=(?P<n
 static KV_ALLOCATED: LazyLock<Regex> = LazyLock::new(|| {
     re(r"Allocated (?P<g>{U}) GiB for max tokens(?: in paged KV cache)? \((?P<t>\d+)\)")
 });
+/// R-5's form in the C++ runtime of 0.6-0.8: `Allocate 11995709440 bytes for k/v cache.`
+/// and `Using 183040 tokens in paged KV cache.` (`Using 219776 total tokens in paged KV
+/// cache, and 8 blocks per sequence`).
+static KV_ALLOCATE_BYTES: LazyLock<Regex> =
+    LazyLock::new(|| re(r"Allocate (?P<b>\d+) bytes for k/v cache"));
+static KV_TOKENS_USED: LazyLock<Regex> =
+    LazyLock::new(|| re(r"Using (?P<t>\d+) (?:total )?tokens in paged KV cache"));
+/// The Triton backend (0.6-0.8) naming the pool's default share when the model config does
+/// not: `kv_cache_free_gpu_mem_fraction is not specified, will use default value of 0.85 or
+/// max_tokens_in_paged_kv_cache`.
+static DEFAULT_FRACTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"kv_cache_free_gpu_mem_fraction is not specified, will use default value of (?P<f>{U})")
+});
 /// R-6 (C++ and PyTorch backend), the newer per-window form, and the fail-fast error.
 static REDUCED: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -206,6 +219,7 @@ impl Recognizer for TrtLlm {
             "No free blocks left",
             "Total Activation Memory",
             "Total Weights Memory",
+            "bytes for k/v cache",
             CUDA_PYTHON_OOM,
         ]
     }
@@ -355,6 +369,26 @@ impl Recognizer for TrtLlm {
                 out.fact("trtllm.kv_tokens", v, Some(sp));
             }
             out.phase(PhaseMark::EngineStartup);
+        } else if let Some(c) = KV_ALLOCATE_BYTES.captures(text) {
+            if let Some((v, sp)) = num_of(&c, "b") {
+                out.fact("trtllm.kv_cache_bytes", v, Some(sp));
+            }
+            out.phase(PhaseMark::EngineStartup);
+        } else if let Some(c) = KV_TOKENS_USED.captures(text) {
+            if let Some((v, sp)) = num_of(&c, "t") {
+                out.fact("trtllm.kv_tokens", v, Some(sp));
+            }
+            out.phase(PhaseMark::EngineStartup);
+        } else if let Some(c) = DEFAULT_FRACTION.captures(text) {
+            if let Some(m) = c.name("f") {
+                if let Ok(v) = m.as_str().parse::<f64>() {
+                    out.fact(
+                        "trtllm.free_gpu_memory_fraction",
+                        v,
+                        Some((m.start(), m.end())),
+                    );
+                }
+            }
         } else if let Some(c) = REDUCED_SEQ.captures(text) {
             if let Some((v, sp)) = num_of(&c, "n") {
                 out.fact("trtllm.reduced_max_seq_len", v, Some(sp));
@@ -530,6 +564,30 @@ mod tests {
                 "[01/16/2026-06:20:15] [TRT-LLM] [I] [MemUsageChange] Allocated 60.12 GiB for max tokens (1970176)",
                 "trtllm.kv_cache_bytes",
                 60.12 * GIB,
+            ),
+            (
+                "R-5 0.6-0.8 bytes",
+                "[TensorRT-LLM][INFO] Allocate 8657043456 bytes for k/v cache.",
+                "trtllm.kv_cache_bytes",
+                8657043456.0,
+            ),
+            (
+                "R-5 0.6-0.8 tokens",
+                "[TensorRT-LLM][INFO] Using 219776 total tokens in paged KV cache, and 8 blocks per sequence",
+                "trtllm.kv_tokens",
+                219776.0,
+            ),
+            (
+                "R-5 0.6 tokens",
+                "[TensorRT-LLM][INFO] Using 60672 tokens in paged KV cache.",
+                "trtllm.kv_tokens",
+                60672.0,
+            ),
+            (
+                "Triton default fraction",
+                "[TensorRT-LLM][WARNING] kv_cache_free_gpu_mem_fraction is not specified, will use default value of 0.85 or max_tokens_in_paged_kv_cache",
+                "trtllm.free_gpu_memory_fraction",
+                0.85,
             ),
             (
                 "R-7",

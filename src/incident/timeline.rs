@@ -40,6 +40,7 @@ fn decide_phase(inc: &mut Incident) {
     let snapshot_steps = steps_from_snapshot(inc);
     context_after_weights(inc);
     kv_pool_allocation(inc);
+    autosplit_with_cache(inc);
     if let Some(p) = inc.facts.str("phase").and_then(phase::canonical) {
         if p != id::UNKNOWN {
             inc.phase = p;
@@ -161,6 +162,21 @@ fn kv_pool_allocation(inc: &mut Incident) {
     if allocating && inc.engine == crate::facts::engine::id::VLLM {
         inc.facts
             .derive("vllm.kv_pool_allocation", true, &["phase.frames"]);
+    }
+}
+
+/// ExLlamaV2's autosplit (`load_autosplit`, `load_autosplit_gen`) allocates each layer's
+/// share of the cache as it places the layer: a PyTorch failure inside it is the weights and
+/// the cache together, as its own `Insufficient VRAM for model and cache` says. Recorded as
+/// `oom.cache_with_weights`.
+fn autosplit_with_cache(inc: &mut Incident) {
+    let frames = inc.facts.str("phase.frames").unwrap_or("");
+    if frames.contains(":load_autosplit")
+        && inc.engine == crate::facts::engine::id::EXLLAMAV2
+        && !inc.facts.contains("oom.cache_with_weights")
+    {
+        inc.facts
+            .derive("oom.cache_with_weights", true, &["phase.frames"]);
     }
 }
 

@@ -12,6 +12,16 @@ pub const FACTS: &[FactDef] = &[
         "The engine allocates its KV cache together with the weights as it loads them (ExLlamaV2's autosplit): a failure while loading is the weights and the cache together, not the weights alone.",
     ),
     fact(
+        "exllamav2.max_seq_len",
+        Unit::Tokens,
+        "ExLlamaV2's max_seq_len (TabbyAPI's `max_seq_len:` in config.yml, `config.max_seq_len =`): the tokens its cache is allocated for when the model loads.",
+    ),
+    fact(
+        "exllamav2.cache_mode",
+        Unit::Text,
+        "ExLlamaV2's cache precision (TabbyAPI's `cache_mode:`): FP16, Q8, Q6 or Q4.",
+    ),
+    fact(
         "ct2.compute_type",
         Unit::Text,
         "CTranslate2's compute_type (faster-whisper's `compute_type=`, `--compute_type`): the precision its weights are loaded and run in (float32, float16, int8_float16, int8, ...).",

@@ -112,6 +112,12 @@ static TRT_ERROR: LazyLock<Regex> = LazyLock::new(|| {
 static TRT_REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"Requested amount of GPU memory \((?P<req>\d+) bytes\) could not be allocated")
 });
+/// ExLlamaV2's settings as TabbyAPI's `config.yml` (`max_seq_len: 19200`, `cache_mode: Q4`)
+/// or a script (`config.max_seq_len = 8192`) gives them.
+static EXL2_MAX_SEQ_LEN: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"\bmax_seq_len\s*[:=]\s*(?P<v>\d+)\b"));
+static EXL2_CACHE_MODE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#"\bcache_mode\s*[:=]\s*["']?(?P<v>FP16|Q4|Q6|Q8)\b"#));
 static EXL2_NO_ROOM: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"(?:^|Error: )Insufficient VRAM for model and cache"));
 /// Paddle 2.x (`..., 14.75GB memory has been allocated and available memory is only 27.75MB.`)
@@ -212,6 +218,9 @@ impl Recognizer for Runtimes {
             "[TM][ERROR]",
             // ExLlamaV2.
             "Insufficient VRAM for model and cache",
+            "exllamav2",
+            "max_seq_len",
+            "cache_mode",
             "cache_max_entry_count",
             "cache-max-entry-count",
             // TensorRT.
@@ -247,6 +256,28 @@ impl Recognizer for Runtimes {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        // A traceback frame in ExLlamaV2's package (or TabbyAPI's backend for it) names the
+        // engine of a PyTorch failure below it.
+        if text.contains("exllamav2")
+            && super::serving::quoted_code_or_frame(
+                text,
+                &["/exllamav2/", "\\exllamav2\\"],
+                id::EXLLAMAV2,
+                out,
+            )
+        {
+            return;
+        }
+        if let Some(c) = EXL2_MAX_SEQ_LEN.captures(text) {
+            let m = c.name("v").expect("group v");
+            if let Ok(v) = m.as_str().parse::<u64>() {
+                out.fact("exllamav2.max_seq_len", v, span(&m));
+            }
+        }
+        if let Some(c) = EXL2_CACHE_MODE.captures(text) {
+            let m = c.name("v").expect("group v");
+            out.fact("exllamav2.cache_mode", m.as_str().to_string(), span(&m));
+        }
         if CT2_OOM.is_match(text) {
             out.engine(id::CTRANSLATE2);
             out.failure(device_oom(id::CTRANSLATE2, "ct2-cuda"));

@@ -52,6 +52,11 @@ pub const FACTS: &[FactDef] = &[
         "The MLX-LM tool the command line runs: `lora` (mlx_lm.lora, mlx-examples' lora.py --train), `server` (mlx_lm.server) or `generate` (mlx_lm.generate, mlx_lm.chat, mlx_vlm.generate).",
     ),
     fact(
+        "mlx.max_recommended_bytes",
+        Unit::Bytes,
+        "Metal's recommended working set for the GPU on this Mac (`max_recommended_working_set_size`), as MLX-LM's `Generating with a model that requires N MB which is close to the maximum recommended size of M MB` states it: about three quarters of the unified memory unless `iogpu.wired_limit_mb` raises it.",
+    ),
+    fact(
         "mlx.max_buffer_bytes",
         Unit::Bytes,
         "The largest buffer Metal allows, as MLX's `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum allowed buffer size of M bytes` states it: one array past it fails whatever memory is free.",

@@ -165,6 +165,14 @@ static MLX_OOM: LazyLock<Regex> = LazyLock::new(|| {
         r"\[(?:malloc_or_wait|metal::malloc|malloc)\] Unable to allocate (?P<req>\d+) bytes",
     )
 });
+/// MLX-LM's warning before generating with a model whose weights pass 0.9 x Metal's
+/// recommended working set (`mx.metal.device_info()['max_recommended_working_set_size']`),
+/// both in MiB (newer releases print one decimal).
+static MLX_MODEL_NEAR_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"Generating with a model that requires (?P<req>\d+(?:\.\d+)?) MB which is close to the maximum recommended size of (?P<max>\d+(?:\.\d+)?) MB",
+    )
+});
 /// One array larger than Metal's largest buffer, read whole across a hard wrap.
 static MLX_BUFFER_CAP: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
@@ -251,6 +259,7 @@ impl Recognizer for Runtimes {
             "] Unable to allocate",
             "[metal::malloc]",
             "[METAL] Command buffer execution failed",
+            "close to the maximum recommended size",
         ]
     }
 
@@ -485,6 +494,19 @@ impl Recognizer for Runtimes {
                 _ => "generate",
             };
             out.fact("mlx.tool", tool, c.get(0).map(|m| (m.start(), m.end())));
+        }
+        if let Some(c) = MLX_MODEL_NEAR_LIMIT.captures(text) {
+            out.engine(id::MLX);
+            for (group, name) in [
+                ("req", "model.weights_bytes"),
+                ("max", "mlx.max_recommended_bytes"),
+            ] {
+                let m = c.name(group).expect("both groups");
+                if let Ok(mib) = m.as_str().parse::<f64>() {
+                    out.fact(name, (mib * 1048576.0).round() as u64, span(&m));
+                }
+            }
+            return;
         }
         if let Some(f) = mlx_failure(line, out) {
             out.engine(id::MLX);

@@ -206,8 +206,15 @@ fn query_series(line: &Line<'_>, fields: &str, out: &mut Emit) {
             .flatten()
             .and_then(|c| c["n"].parse::<f64>().ok());
         if let Some(mib) = used {
-            let time = time_at.map_or("", |i| cells[i]).to_string();
-            let index = index_at.map_or("", |i| cells[i]).to_string();
+            // A loop that echoes the time before the rows (`echo "$(date +%T) $(nvidia-smi
+            // ...)"`) glues it to the first cell: `14:40:20  0, 80341 MiB, 97871 MiB`.
+            let (glued, first) = match cells[0].rsplit_once(char::is_whitespace) {
+                Some((time, rest)) if !rest.is_empty() => (time.trim(), rest),
+                _ => ("", cells[0]),
+            };
+            let cell = |i: usize| if i == 0 { first } else { cells[i] };
+            let time = time_at.map_or(glued, cell).to_string();
+            let index = index_at.map_or("", cell).to_string();
             let polled_again = open.as_ref().is_some_and(|(_, t0, seen)| {
                 *t0 != time || (index_at.is_some() && seen.contains(&index))
             });
@@ -411,5 +418,16 @@ mod tests {
                 "{prefix}"
             );
         }
+    }
+
+    /// A loop that echoes the time on the same line as the rows: each line a poll.
+    #[test]
+    fn rows_with_the_time_glued_to_them_are_polls() {
+        let input: InputName = Arc::from("t.log");
+        let log = "$ while true; do echo \"$(date +%T) $(nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader)\"; sleep 900; done\n14:40:20  0, 80341 MiB, 97871 MiB\n14:55:20  0, 83907 MiB, 97871 MiB\n15:10:20  0, 88676 MiB, 97871 MiB\n15:25:20  0, 92240 MiB, 97871 MiB\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.74 GiB. GPU 0 has a total capacity of 95.08 GiB of which 1.21 GiB is free. Including non-PyTorch memory, this process has 93.86 GiB memory in use. Of the allocated memory 91.47 GiB is allocated by PyTorch, and 744.02 MiB is reserved by PyTorch but unallocated.\n";
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.num("log.memory_samples"), Some(4.0));
+        assert_eq!(f.num("log.memory_first_bytes"), Some(80341.0 * 1048576.0));
     }
 }

@@ -168,6 +168,15 @@ fn num_of(c: &regex::Captures<'_>, g: &str) -> Option<(f64, (usize, usize))> {
     parse_count(m.as_str()).map(|v| (v, (m.start(), m.end())))
 }
 
+/// A plain decimal (a fraction: `0.85`) from a capture group, with its span.
+fn ratio_of(c: &regex::Captures<'_>, g: &str) -> Option<(f64, (usize, usize))> {
+    let m = c.name(g)?;
+    m.as_str()
+        .parse::<f64>()
+        .ok()
+        .map(|v| (v, (m.start(), m.end())))
+}
+
 fn gib_of(c: &regex::Captures<'_>, g: &str) -> Option<(f64, (usize, usize))> {
     let m = c.name(g)?;
     gib(m.as_str()).map(|v| (v, (m.start(), m.end())))
@@ -380,14 +389,8 @@ impl Recognizer for TrtLlm {
             }
             out.phase(PhaseMark::EngineStartup);
         } else if let Some(c) = DEFAULT_FRACTION.captures(text) {
-            if let Some(m) = c.name("f") {
-                if let Ok(v) = m.as_str().parse::<f64>() {
-                    out.fact(
-                        "trtllm.free_gpu_memory_fraction",
-                        v,
-                        Some((m.start(), m.end())),
-                    );
-                }
+            if let Some((v, sp)) = ratio_of(&c, "f") {
+                out.fact("trtllm.free_gpu_memory_fraction", v, Some(sp));
             }
         } else if let Some(c) = REDUCED_SEQ.captures(text) {
             if let Some((v, sp)) = num_of(&c, "n") {
@@ -398,14 +401,8 @@ impl Recognizer for TrtLlm {
                 out.fact("trtllm.reduced_max_input_len", v, Some(sp));
             }
         } else if let Some(c) = BOTH_SET.captures(text) {
-            if let Some(m) = c.name("f") {
-                if let Ok(v) = m.as_str().parse::<f64>() {
-                    out.fact(
-                        "trtllm.free_gpu_memory_fraction",
-                        v,
-                        Some((m.start(), m.end())),
-                    );
-                }
+            if let Some((v, sp)) = ratio_of(&c, "f") {
+                out.fact("trtllm.free_gpu_memory_fraction", v, Some(sp));
             }
             if let Some((v, sp)) = num_of(&c, "n") {
                 out.fact("trtllm.max_tokens", v, Some(sp));
@@ -417,14 +414,8 @@ impl Recognizer for TrtLlm {
             if let Some((v, sp)) = gib_of(&c, "kv") {
                 out.fact("trtllm.kv_cache_bytes", v, Some(sp));
             }
-            if let Some(m) = c.name("f") {
-                if let Ok(v) = m.as_str().parse::<f64>() {
-                    out.fact(
-                        "trtllm.free_gpu_memory_fraction",
-                        v,
-                        Some((m.start(), m.end())),
-                    );
-                }
+            if let Some((v, sp)) = ratio_of(&c, "f") {
+                out.fact("trtllm.free_gpu_memory_fraction", v, Some(sp));
             }
             if let Some((v, sp)) = PROFILE_TOTAL.captures(text).and_then(|c| gib_of(&c, "t")) {
                 out.fact("trtllm.gpu_total_bytes", v, Some(sp));

@@ -279,26 +279,11 @@ impl Recognizer for Sglang {
             // start; as a warning it is what a later failure of the same run had against it.
             out.engine(id::SGLANG);
             out.phase(PhaseMark::EngineStartup);
-            let figures = [
-                ("min", "sglang.tp_min_free_bytes"),
-                ("local", "sglang.tp_local_free_bytes"),
-            ];
+            out.fact("sglang.tp_memory_unbalanced", true, None);
+            gib_fact(out, &c, "min", "sglang.tp_min_free_bytes");
+            gib_fact(out, &c, "local", "sglang.tp_local_free_bytes");
             if text.contains("Error: The memory capacity is unbalanced") {
-                let mut f = Failure::new("engine-budget", id::SGLANG, Domain::Device);
-                f.fact("sglang.tp_memory_unbalanced", true, None);
-                for (g, name) in figures {
-                    if let Some(m) = c.name(g) {
-                        if let Some(v) = gib(m.as_str()) {
-                            f.fact(name, v, Some((m.start(), m.end())));
-                        }
-                    }
-                }
-                out.failure(f);
-            } else {
-                out.fact("sglang.tp_memory_unbalanced", true, None);
-                for (g, name) in figures {
-                    gib_fact(out, &c, g, name);
-                }
+                out.failure(Failure::new("engine-budget", id::SGLANG, Domain::Device));
             }
             return;
         }
@@ -552,17 +537,19 @@ mod tests {
         );
         let f = failure(&raised).expect("a failure");
         assert_eq!((f.kind, f.engine), ("engine-budget", id::SGLANG));
-        let num = |name: &str| {
-            f.facts
-                .iter()
-                .find(|x| x.0 == name)
-                .and_then(|x| match x.1 {
-                    Value::Num(n) => Some(n),
-                    _ => None,
-                })
+        let num = |out: &Emit, name: &str| match fact(out, name) {
+            Some(Value::Num(n)) => Some(n),
+            _ => None,
         };
-        assert!(close(num("sglang.tp_min_free_bytes"), 62.41 * GIB));
-        assert!(close(num("sglang.tp_local_free_bytes"), 78.83 * GIB));
+        assert!(close(num(&raised, "sglang.tp_min_free_bytes"), 62.41 * GIB));
+        assert!(close(
+            num(&raised, "sglang.tp_local_free_bytes"),
+            78.83 * GIB
+        ));
+        assert_eq!(
+            fact(&raised, "sglang.tp_memory_unbalanced"),
+            Some(Value::Bool(true))
+        );
         let old = run(
             "ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes.",
         );
@@ -571,13 +558,7 @@ mod tests {
             "[2025-09-22 14:02:59 TP1] The memory capacity is unbalanced. Some GPUs may be occupied by other processes. pre_model_load_memory=41.6, local_gpu_memory=46.2, local_gpu_memory * 0.9=41.58",
         );
         assert!(failure(&warned).is_none());
-        assert!(close(
-            fact(&warned, "sglang.tp_min_free_bytes").and_then(|v| match v {
-                Value::Num(n) => Some(n),
-                _ => None,
-            }),
-            41.6 * GIB
-        ));
+        assert!(close(num(&warned, "sglang.tp_min_free_bytes"), 41.6 * GIB));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     engine_family,
     training_job,
     torch_oom,
+    expandable_segments_unused,
     stale_reading_before_start,
     params_from_name,
     model_weights,
@@ -167,6 +168,30 @@ fn torch_oom(f: &mut Facts) {
                 &["oom.self_used_bytes", "oom.reserved_bytes"],
             );
         }
+    }
+}
+
+/// Segments the allocator may hold with expandable segments on and still be using them:
+/// CUDA graphs' private pools are not expandable and keep their own segments.
+const EXPANDABLE_MAX_SEGMENTS: f64 = 64.0;
+
+/// `expandable_segments:True` printed in the log, while the allocator's own statistics say
+/// it was not in effect. With it on, PyTorch maps memory into one growing segment per
+/// stream and pool (`map_block` adds to `reserved_bytes`, not to `segment`), so a count of
+/// segments in the hundreds means ordinary `cudaMalloc` segments: the variable was set too
+/// late (after CUDA initialised), in another process, or under a name this PyTorch does not
+/// read.
+fn expandable_segments_unused(f: &mut Facts) {
+    if f.bool("torch.expandable_segments") == Some(true)
+        && f
+            .num("torch.stats.segments")
+            .is_some_and(|n| n >= EXPANDABLE_MAX_SEGMENTS)
+    {
+        f.derive(
+            "torch.expandable_segments_unused",
+            true,
+            &["torch.expandable_segments", "torch.stats.segments"],
+        );
     }
 }
 
@@ -1056,6 +1081,25 @@ mod tests {
         f.set("model.params", 1.32e9, None);
         derive(&mut f);
         assert_eq!(f.num("model.params"), Some(1.32e9));
+    }
+
+    #[test]
+    fn expandable_segments_in_the_environment_but_not_in_the_allocator() {
+        let run = |segments: f64| {
+            let mut f = Facts::new();
+            f.set("torch.expandable_segments", true, None);
+            f.set("torch.stats.segments", segments, None);
+            derive(&mut f);
+            f.bool("torch.expandable_segments_unused")
+        };
+        assert_eq!(run(412.0), Some(true));
+        // A few segments: a CUDA graph's private pool beside the expandable ones.
+        assert_eq!(run(6.0), None);
+        // Not set at all: nothing to say about the setting.
+        let mut f = Facts::new();
+        f.set("torch.stats.segments", 412.0, None);
+        derive(&mut f);
+        assert_eq!(f.bool("torch.expandable_segments_unused"), None);
     }
 
     #[test]

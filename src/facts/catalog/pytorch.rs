@@ -151,6 +151,31 @@ pub const FACTS: &[FactDef] = &[
         "Bytes a host (CPU) allocation asked for when it failed.",
     ),
     fact(
+        "torch.stats.allocated_bytes",
+        Unit::Bytes,
+        "Live tensors' memory as the allocator's statistics print it: `torch.cuda.memory_summary()`'s `Allocated memory` (current), `memory_stats()['allocated_bytes.all.current']`.",
+    ),
+    fact(
+        "torch.stats.reserved_bytes",
+        Unit::Bytes,
+        "Memory the caching allocator holds from the device, from its statistics: the summary's `GPU reserved memory` (current), `reserved_bytes.all.current`.",
+    ),
+    fact(
+        "torch.stats.inactive_split_bytes",
+        Unit::Bytes,
+        "Free memory inside segments that also hold live tensors, which the allocator can neither give back nor hand to a request larger than its pieces: the summary's `Non-releasable memory` (current), `inactive_split_bytes.all.current`.",
+    ),
+    fact(
+        "torch.stats.segments",
+        Unit::Count,
+        "Segments (cudaMalloc'd ranges) the allocator holds: the summary's `GPU reserved segments` (current), `segment.all.current`. With expandable segments on, one grows per stream instead.",
+    ),
+    fact(
+        "torch.stats.alloc_retries",
+        Unit::Count,
+        "Times a cudaMalloc failed and the allocator freed its cache to retry: the summary's `cudaMalloc retries`, `num_alloc_retries`.",
+    ),
+    fact(
         "torch.alloc_conf",
         Unit::Text,
         "PYTORCH_CUDA_ALLOC_CONF (or the HIP/generic spelling) as set by the user in the log.",
@@ -159,6 +184,11 @@ pub const FACTS: &[FactDef] = &[
         "torch.expandable_segments",
         Unit::Flag,
         "Whether expandable_segments is on, from the user's allocator configuration.",
+    ),
+    fact(
+        "torch.expandable_segments_unused",
+        Unit::Flag,
+        "expandable_segments is set in the log, but the allocator's statistics show it was not in effect: hundreds of segments (`torch.stats.segments`), where expandable segments keep one growing segment per stream.",
     ),
     fact(
         "torch.max_split_size_mb",

@@ -35,6 +35,9 @@ pub const SAME_DEATH_WINDOW: u64 = 30;
 /// Accounting this many lines below a failure still describes it (see
 /// [`LogAnalyzer::trailed_incident`]).
 pub const TRAILER_WINDOW: u64 = 6;
+/// The same for PyTorch's allocator statistics (`torch.stats.*`): `memory_summary()` is a
+/// table of 30 to 60 lines, printed in the `except` block or pasted under the error.
+pub const STATS_TRAILER_WINDOW: u64 = 80;
 /// A start this many lines below a failure, of a run that printed nothing but its
 /// configuration, is the failed run's own command pasted under its traceback (see
 /// [`LogAnalyzer::finish`]).
@@ -153,7 +156,12 @@ impl LogAnalyzer {
     fn apply(&mut self, rec: Record, hit: &Hit<'_>) {
         match rec.obs {
             Observation::Fact { name, value } => {
-                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                let window = if name.starts_with("torch.stats.") {
+                    STATS_TRAILER_WINDOW
+                } else {
+                    TRAILER_WINDOW
+                };
+                if let Some(inc) = self.trailed_incident(hit.line_no, window) {
                     if !inc.facts.contains(name) {
                         inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
                     }
@@ -161,7 +169,7 @@ impl LogAnalyzer {
                 self.context.set(name, value, Some(rec.prov))
             }
             Observation::Engine(e) => {
-                if let Some(inc) = self.trailed_incident(hit.line_no) {
+                if let Some(inc) = self.trailed_incident(hit.line_no, TRAILER_WINDOW) {
                     let engine = more_specific_engine(inc.engine, e);
                     if engine != inc.engine {
                         inc.engine = engine;
@@ -237,12 +245,12 @@ impl LogAnalyzer {
     /// The incident whose failure ended just above this line: tools print a status line
     /// under the error (AUTOMATIC1111's `Torch active/reserved: ... Sys VRAM: 4096/4096
     /// MiB`, ComfyUI's `Got an OOM, unloading all loaded models`) that belongs to it.
-    fn trailed_incident(&mut self, line_no: u64) -> Option<&mut Incident> {
+    fn trailed_incident(&mut self, line_no: u64, window: u64) -> Option<&mut Incident> {
         let run = self.run;
         self.incidents.last_mut().filter(|i| {
             // The failure's own line counts: one line can hold the error and the engine's
             // name (a router's span, a launcher prefix) seen by another recogniser.
-            i.run == run && line_no >= i.last_line && line_no - i.last_line <= TRAILER_WINDOW
+            i.run == run && line_no >= i.last_line && line_no - i.last_line <= window
         })
     }
 
@@ -1217,6 +1225,24 @@ mod tests {
             inc.facts.get("train.batch_size").unwrap().sources[0].line,
             Some(2)
         );
+    }
+
+    /// `memory_summary()` pasted under the error is a table of dozens of lines: its rows
+    /// still describe the failure; other accounting that far below does not.
+    #[test]
+    fn allocator_statistics_below_the_error_describe_it() {
+        let rows = "| Allocated memory      |  20480 MiB |  21000 MiB |   900 GiB |   880 GiB |\n".repeat(30);
+        let log = format!(
+            "{OOM}\n{rows}| Non-releasable memory |   2150 MiB |   2301 MiB |    880 GiB |    878 GiB |\n"
+        );
+        let inc = &run(&log).incidents[0];
+        assert_eq!(
+            inc.facts.num("torch.stats.inactive_split_bytes"),
+            Some(2150.0 * 1048576.0)
+        );
+        let log = format!("{OOM}\n{}| Non-releasable memory |   2150 MiB |\n", "x\n".repeat(90));
+        let inc = &run(&log).incidents[0];
+        assert_eq!(inc.facts.num("torch.stats.inactive_split_bytes"), None);
     }
 
     #[test]

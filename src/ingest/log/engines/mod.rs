@@ -18,6 +18,7 @@ use crate::ingest::log::scanner::{lines_back, lines_forward};
 
 pub mod host;
 pub mod pytorch;
+pub mod torch_stats;
 pub mod training;
 // Diffusion front-ends.
 pub mod comfyui;
@@ -462,6 +463,7 @@ pub trait Recognizer: Sync {
 pub fn all() -> &'static [&'static dyn Recognizer] {
     static ALL: &[&dyn Recognizer] = &[
         &pytorch::PyTorch,
+        &torch_stats::TorchStats,
         &training::Training,
         &host::Host,
         // Diffusion front-ends.

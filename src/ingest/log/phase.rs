@@ -285,7 +285,17 @@ static TQDM: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 static STEP: LazyLock<Regex> = LazyLock::new(|| {
-    static_regex(r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it)\s*[=:#\[]?\s*(?P<n>\d+)\b")
+    static_regex(
+        r"(?i)\b(?:global[_ ]step|step|iter(?:ation)?|it|episode)\s*[=:#\[]?\s*(?P<n>\d+)\b",
+    )
+});
+/// A checkpoint being loaded or resumed: a step count on its line or just below it
+/// (latent-diffusion's `Loading model from x.ckpt` / `Global Step: 140000`, `Restored
+/// checkpoint at step 5000`) is the checkpoint's training history, not steps this run took.
+static CHECKPOINT_LOAD: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"(?i)\bloading (?:model|checkpoint|weights|state dict) from\b|\b(?:restor|resum|load)\w* (?:from )?(?:the )?(?:checkpoint|ckpt)\b",
+    )
 });
 static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"(?i)(?:\bepoch\b|'epoch')\s*[=:]?\s*\[?(?P<n>\d+(?:\.\d+)?)(?P<of>\s*/\s*\d+)?")
@@ -372,9 +382,10 @@ impl ProgressWords {
     fn of(text: &str, lower: &mut Vec<u8>) -> ProgressWords {
         use memchr::memmem::Finder;
         // Built once: `memmem::find` builds its searcher on every call.
-        static WORDS: LazyLock<[Finder<'static>; 6]> =
-            LazyLock::new(|| ["validat", "evaluat", "step", "ſ", "loss", "epoch"].map(Finder::new));
-        let [validat, evaluat, step, long_s, loss, epoch] = &*WORDS;
+        static WORDS: LazyLock<[Finder<'static>; 7]> = LazyLock::new(|| {
+            ["validat", "evaluat", "step", "ſ", "loss", "epoch", "episode"].map(Finder::new)
+        });
+        let [validat, evaluat, step, long_s, loss, epoch, episode] = &*WORDS;
         lower.clear();
         lower.extend(text.bytes().map(|b| b.to_ascii_lowercase()));
         let l = &lower[..];
@@ -391,7 +402,9 @@ impl ProgressWords {
                 l.get(i + 1) == Some(&b't')
                     && (i == 0 || !(l[i - 1].is_ascii_alphanumeric() || l[i - 1] == b'_'))
             }) || step.find(l).is_some()
-                || long_s.find(l).is_some(),
+                || long_s.find(l).is_some()
+                // A reinforcement-learning loop's `episode 405`: the same work, repeated.
+                || episode.find(l).is_some(),
             loss: loss.find(text.as_bytes()).is_some(),
             epoch: epoch.find(l).is_some(),
         }
@@ -730,7 +743,12 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             })
             .flatten()
         {
-            if let Some(n) = count.filter(|_| !t.contains("File \"")) {
+            let checkpoints = || {
+                (distance..distance + 3)
+                    .filter_map(|d| preceding.get(d))
+                    .any(|l| CHECKPOINT_LOAD.is_match(&l.text))
+            };
+            if let Some(n) = count.filter(|_| !t.contains("File \"") && !checkpoints()) {
                 steps = Some(steps.unwrap_or(0u64).max(n));
                 progress = true;
             }
@@ -853,6 +871,13 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         }
     }
     let training_loop = saw_loss_log || in_training_step;
+    // A function decorated with `torch.no_grad()` / `inference_mode()` (their
+    // `decorate_context` frame, in `grad_mode.py` before 2.0 and `_contextlib.py` since) runs
+    // without autograd: its progress bars count samples or batches of inference, not
+    // training steps.
+    let no_grad = frames.iter().any(|(file, func, _)| {
+        func == "decorate_context" && (file.ends_with("grad_mode.py") || file.ends_with("_contextlib.py"))
+    });
     // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
     if let Some((_, p, ev)) = &best {
         let load_by_move = *p == id::MODEL_LOAD && ev.split(' ').next().is_some_and(moves_a_model);
@@ -926,7 +951,7 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             training_loop,
         };
     }
-    if in_training_step || steps.is_some() {
+    if in_training_step || (steps.is_some() && !(no_grad && !training_loop)) {
         return PhaseDecision {
             frames: frames_text.clone(),
             phase: id::FIRST_STEP,
@@ -1132,6 +1157,38 @@ Traceback (most recent call last):
 
         let tb = tb.replace("Parameter(torch.Tensor", "torch.Tensor(");
         assert_eq!(decide(&pre(&tb), None).phase, id::UNKNOWN);
+    }
+
+    /// A reinforcement-learning loop's episodes are its steps: the same work, repeated.
+    #[test]
+    fn episodes_count_as_steps() {
+        let log = "episode  400 | frames   918 | reward -19.0 | compile+fit 7.35s\nepisode  405 | frames   954 | reward -20.0 | compile+fit 7.41s\nTraceback (most recent call last):\n  File \"dqn.py\", line 88, in <module>\n    agent.model.fit(states, targets, epochs=1, verbose=0)";
+        let d = decide(&pre(log), None);
+        assert_eq!(d.steps_completed, Some(405));
+        assert_eq!(d.phase, id::STEADY_STATE);
+    }
+
+    /// A progress bar over a function run under `torch.no_grad()` counts inference, not
+    /// training steps.
+    #[test]
+    fn a_bar_over_no_grad_work_is_not_a_training_step() {
+        let tb = |decorator: &str| format!("Sampling:   0%|          | 0/3 [00:00<?, ?it/s]\nTraceback (most recent call last):\n  File \"scripts/txt2img.py\", line 358, in main\n    x_samples = model.decode_first_stage(samples)\n{decorator}  File \"ldm/models/autoencoder.py\", line 90, in decode\n    dec = self.decoder(z)");
+        let with = tb("  File \"/venv/lib/python3.10/site-packages/torch/utils/_contextlib.py\", line 115, in decorate_context\n    return func(*args, **kwargs)\n");
+        assert_eq!(decide(&pre(&with), None).phase, id::UNKNOWN);
+        assert_eq!(decide(&pre(&tb("")), None).phase, id::FIRST_STEP);
+    }
+
+    /// A checkpoint's step, printed as it loads, is its training history: no step of this
+    /// run had happened. A step saved to a checkpoint is one this run took.
+    #[test]
+    fn a_loaded_checkpoints_step_is_not_this_runs() {
+        let tail = "Sampling:   0%|          | 0/3 [00:00<?, ?it/s]\nTraceback (most recent call last):\n  File \"scripts/txt2img.py\", line 358, in main\n    x_samples = model.decode_first_stage(samples)";
+        let log = format!("Loading model from checkpoints/768-v-ema.ckpt\nGlobal Step: 140000\nLatentDiffusion: Running in v-prediction mode\n{tail}");
+        assert_ne!(decide(&pre(&log), None).steps_completed, Some(140000));
+        let log = format!("Restored from checkpoint at global_step=5000\n{tail}");
+        assert_ne!(decide(&pre(&log), None).steps_completed, Some(5000));
+        let log = format!("step 300 loss 2.41\nSaving checkpoint at step 300\n{tail}");
+        assert_eq!(decide(&pre(&log), None).steps_completed, Some(300));
     }
 
     /// Lightning's automatic optimisation runs the training step inside `optimizer.step(closure)`:

@@ -112,14 +112,20 @@ static TRT_ERROR: LazyLock<Regex> = LazyLock::new(|| {
 static TRT_REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"Requested amount of GPU memory \((?P<req>\d+) bytes\) could not be allocated")
 });
-/// ExLlamaV2's settings as TabbyAPI's `config.yml` (`max_seq_len: 19200`, `cache_mode: Q4`)
-/// or a script (`config.max_seq_len = 8192`) gives them.
-static EXL2_MAX_SEQ_LEN: LazyLock<Regex> =
-    LazyLock::new(|| static_regex(r"\bmax_seq_len\s*[:=]\s*(?P<v>\d+)\b"));
-static EXL2_CACHE_MODE: LazyLock<Regex> =
-    LazyLock::new(|| static_regex(r#"\bcache_mode\s*[:=]\s*["']?(?P<v>FP16|Q4|Q6|Q8)\b"#));
-static EXL2_NO_ROOM: LazyLock<Regex> =
-    LazyLock::new(|| static_regex(r"(?:^|Error: )Insufficient VRAM for model and cache"));
+/// ExLlamaV2's settings as TabbyAPI's `config.yml` (`max_seq_len: 19200`, `cache_mode: Q4`),
+/// a script (`config.max_seq_len = 8192`) or ExUI's model info (a dict's repr or JSON:
+/// `'seq_len': 32768, ... 'cache_mode': 'FP16'`) gives them.
+static EXL2_MAX_SEQ_LEN: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r#"\bmax_seq_len['"]?\s*[:=]\s*(?P<v>\d+)\b|['"]seq_len['"]\s*:\s*(?P<exui>\d+)\b"#)
+});
+static EXL2_CACHE_MODE: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r#"\bcache_mode['"]?\s*[:=]\s*["']?(?P<v>FP16|FP8|Q4|Q6|Q8)\b"#)
+});
+/// Also inside a JSON reply that keeps the exception's newline escaped (ExUI's
+/// `{"result": "fail", "error": "RuntimeError:\nInsufficient VRAM for model and cache"}`).
+static EXL2_NO_ROOM: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r"(?:^|Error:\s*(?:\\n)?\s*)Insufficient VRAM for model and cache")
+});
 /// Paddle 2.x (`..., 14.75GB memory has been allocated and available memory is only 27.75MB.`)
 /// and 1.x (`..., available memory is only 171.5MB.`, no allocated figure).
 static PADDLE: LazyLock<Regex> = LazyLock::new(|| {
@@ -228,6 +234,8 @@ impl Recognizer for Runtimes {
             "Insufficient VRAM for model and cache",
             "exllamav2",
             "max_seq_len",
+            "'seq_len'",
+            "\"seq_len\"",
             "cache_mode",
             "cache_max_entry_count",
             "cache-max-entry-count",
@@ -278,7 +286,7 @@ impl Recognizer for Runtimes {
             return;
         }
         if let Some(c) = EXL2_MAX_SEQ_LEN.captures(text) {
-            let m = c.name("v").expect("group v");
+            let m = c.name("v").or(c.name("exui")).expect("one group");
             if let Ok(v) = m.as_str().parse::<u64>() {
                 out.fact("exllamav2.max_seq_len", v, span(&m));
             }
@@ -812,6 +820,35 @@ mod tests {
             });
             assert_eq!(got, Some(0.2), "{text}");
         }
+    }
+
+    /// ExLlamaV2's settings and its autosplit failure as TabbyAPI's config and ExUI's JSON
+    /// replies show them.
+    #[test]
+    fn exllamav2_settings_and_exuis_reply() {
+        let fact = |text: &str, name: &str| {
+            run(text).records.iter().find_map(|r| match &r.obs {
+                Observation::Fact { name: n, value } if *n == name => Some(value.clone()),
+                _ => None,
+            })
+        };
+        let exui = "-> {'result': 'ok', 'model_info': {'stats': {'num_key_value_heads': 32, 'default_seq_len': 32768}, 'seq_len': 16384, 'rope_scale': 8.0, 'cache_mode': 'FP8', 'gpu_split_auto': True}}";
+        assert_eq!(
+            fact(exui, "exllamav2.max_seq_len"),
+            Some(Value::Num(16384.0))
+        );
+        assert_eq!(
+            fact(exui, "exllamav2.cache_mode"),
+            Some(Value::str("FP8"))
+        );
+        assert_eq!(
+            fact("max_seq_len: 19200", "exllamav2.max_seq_len"),
+            Some(Value::Num(19200.0))
+        );
+        // A training config's sequence length is not ExUI's reply.
+        assert_eq!(fact("seq_len: 2048", "exllamav2.max_seq_len"), None);
+        let out = run(r#"{"result": "fail", "error": "RuntimeError:\nInsufficient VRAM for model and cache"}"#);
+        assert_eq!(failure(&out).engine, id::EXLLAMAV2);
     }
 
     #[test]

@@ -67,6 +67,11 @@ pub const FACTS: &[FactDef] = &[
         "The model id or path the run loaded.",
     ),
     fact(
+        "model.offloaded_to",
+        Unit::Text,
+        "Where Accelerate's device map put the layers that did not fit on the GPUs (`cpu`, `disk`, `cpu and disk`): its warning `Some parameters are on the meta device because they were offloaded to the cpu.`, or a printed `hf_device_map` with `'cpu'` / `'disk'` entries beside GPU ones.",
+    ),
+    fact(
         "model.params",
         Unit::Count,
         "Parameter count of the model, from the log.",

@@ -120,6 +120,43 @@ static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// Where Accelerate offloaded what did not fit on the GPUs: its warning (`Some parameters
+/// are on the meta device [device] because they were offloaded to the cpu and disk.`), or a
+/// printed `model.hf_device_map` that places some modules on a GPU (`'model.layers.0': 0`)
+/// and others on `'cpu'` or `'disk'`.
+fn offloaded_to(text: &str) -> Option<&'static str> {
+    let named = |t: &str| match (t.contains("cpu"), t.contains("disk")) {
+        (true, true) => Some("cpu and disk"),
+        (true, false) => Some("cpu"),
+        (false, true) => Some("disk"),
+        (false, false) => None,
+    };
+    if let Some(at) = text.find("because they were offloaded to the") {
+        return named(&text[at..]);
+    }
+    if !text.contains('{') {
+        return None;
+    }
+    // A module placed on a GPU: a module path (`model.layers.3`, `transformer.h.0`) or a
+    // top-level module's name, not any dict's number (`{'device': 'cpu', 'batch_size': 8}`).
+    let on_gpu = text.match_indices("': ").any(|(at, m)| {
+        let key = text[..at].rsplit('\'').next().unwrap_or("");
+        text[at + m.len()..].starts_with(|c: char| c.is_ascii_digit())
+            && (key.contains('.') || ["layer", "embed", "lm_head"].iter().any(|w| key.contains(w)))
+    });
+    let cpu = text.contains("': 'cpu'");
+    let disk = text.contains("': 'disk'");
+    if !on_gpu {
+        return None;
+    }
+    named(match (cpu, disk) {
+        (true, true) => "cpu disk",
+        (true, false) => "cpu",
+        (false, true) => "disk",
+        (false, false) => "",
+    })
+}
+
 /// The training/inference-loop recogniser.
 pub struct Training;
 
@@ -166,6 +203,10 @@ impl Recognizer for Training {
             "illion parameters",
             "Loading checkpoint shards",
             "loading weights file",
+            // Accelerate's device map offloading what does not fit on the GPUs.
+            "because they were offloaded to the",
+            "': 'cpu'",
+            "': 'disk'",
             "Loading model",
             "Automatic Mixed Precision",
             "model_name_or_path",
@@ -218,6 +259,9 @@ impl Recognizer for Training {
         }
         if LOAD_FAILED.is_match(text) {
             out.phase(PhaseMark::LoadFailed);
+        }
+        if let Some(to) = offloaded_to(text) {
+            out.fact("model.offloaded_to", to, None);
         }
         let num = |c: &regex::Captures<'_>, g: &str| {
             c.name(g)
@@ -465,6 +509,31 @@ mod tests {
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
         crate::ingest::log::engines::facts_of(&Training, text)
+    }
+
+    #[test]
+    fn accelerate_offloading_what_did_not_fit() {
+        let to = |t: &str| {
+            facts(t)
+                .into_iter()
+                .find(|(n, _)| *n == "model.offloaded_to")
+                .map(|(_, v)| v)
+        };
+        assert_eq!(
+            to("Some parameters are on the meta device because they were offloaded to the cpu."),
+            Some(Value::str("cpu"))
+        );
+        assert_eq!(
+            to("WARNING:root:Some parameters are on the meta device device because they were offloaded to the cpu and disk."),
+            Some(Value::str("cpu and disk"))
+        );
+        assert_eq!(
+            to("{'model.embed_tokens': 0, 'model.layers.0': 0, 'model.layers.31': 'cpu', 'model.norm': 'cpu', 'lm_head': 'cpu'}"),
+            Some(Value::str("cpu"))
+        );
+        // All on the GPUs, or a settings dict that names the CPU: nothing offloaded.
+        assert_eq!(to("{'model.embed_tokens': 0, 'model.layers.0': 1, 'lm_head': 1}"), None);
+        assert_eq!(to("{'device': 'cpu', 'batch_size': 8}"), None);
     }
 
     #[test]

@@ -756,10 +756,20 @@ fn xla_fit(f: &mut Facts) {
         return;
     };
     let preallocating = f.bool("xla.preallocate") != Some(false);
-    let (fraction, mut from) = match f.num("xla.mem_fraction") {
-        Some(fr) => (fr, vec!["xla.pool_limit_bytes", "xla.mem_fraction"]),
-        None if preallocating => (0.75, vec!["xla.pool_limit_bytes"]),
-        None => return,
+    // Without a fraction set, the default (75 % in current JAX, 90 % in older releases) shows
+    // in the pool
+    // against the device's size where a reading of the device gives that.
+    let measured = f
+        .num("smi.query_total_bytes")
+        .map(|total| limit / total)
+        .filter(|fr| (0.5..=0.99).contains(fr));
+    let (fraction, mut from) = match (f.num("xla.mem_fraction"), measured) {
+        (Some(fr), _) => (fr, vec!["xla.pool_limit_bytes", "xla.mem_fraction"]),
+        (None, Some(fr)) if preallocating => {
+            (fr, vec!["xla.pool_limit_bytes", "smi.query_total_bytes"])
+        }
+        (None, None) if preallocating => (0.75, vec!["xla.pool_limit_bytes"]),
+        _ => return,
     };
     let total = limit / fraction;
     if !f.contains("xla.device_total_bytes") {
@@ -1289,6 +1299,17 @@ mod tests {
         assert_eq!(f.num("xla.device_total_bytes"), Some(40.0 * GIB));
         // (33/40 + 0.02) -> 0.845 -> 0.85
         assert_eq!(f.num("xla.mem_fraction_fit"), Some(0.85));
+        // An older JAX's 90 %, read off a device of known size: a program that needs more
+        // than 95 % of the device has no fraction that fits.
+        let mut g = Facts::new();
+        g.set("failure.engine", "jax", None);
+        g.set("xla.pool_limit_bytes", 28.8 * GIB, None);
+        g.set("smi.query_total_bytes", 32.0 * GIB, None);
+        g.set("xla.in_use_bytes", 1.7 * GIB, None);
+        g.set("oom.requested_bytes", 29.1 * GIB, None);
+        derive(&mut g);
+        assert_eq!(g.num("xla.device_total_bytes"), Some(32.0 * GIB));
+        assert_eq!(g.num("xla.mem_fraction_fit"), None);
         let mut h = Facts::new();
         h.set("failure.kind", "host-oom", None);
         h.set("host.killer", "kubernetes", None);

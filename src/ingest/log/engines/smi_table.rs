@@ -158,19 +158,23 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
         rows.push(cells);
         true
     });
-    let [row] = &rows[..] else {
-        return;
-    };
-    let mib = |at: Option<usize>| {
+    let mib = |row: &[String], at: Option<usize>| {
         at.and_then(|i| MIB_VALUE.captures(&row[i]))
             .and_then(|c| c["n"].parse::<f64>().ok())
             .map(|m| m * 1048576.0)
     };
-    if let Some(b) = mib(used_at) {
-        out.fact("smi.query_used_bytes", b, None);
+    if let [row] = &rows[..] {
+        if let Some(b) = mib(row, used_at) {
+            out.fact("smi.query_used_bytes", b, None);
+        }
     }
-    if let Some(b) = mib(total_at) {
-        out.fact("smi.query_total_bytes", b, None);
+    // Several GPUs of one model (a node's eight A100s) have one size: that is the device's,
+    // whichever the failure was on. Their use differs, and says nothing of one GPU.
+    let totals: Vec<Option<f64>> = rows.iter().map(|r| mib(r, total_at)).collect();
+    if let Some(&Some(b)) = totals.first() {
+        if totals.iter().all(|t| *t == Some(b)) {
+            out.fact("smi.query_total_bytes", b, None);
+        }
     }
 }
 
@@ -357,6 +361,29 @@ mod tests {
                 "{log}"
             );
         }
+    }
+
+    /// Several GPUs of one size give the device's size; of different sizes, none; their
+    /// use is one GPU's only where there is one row.
+    #[test]
+    fn query_rows_of_several_gpus_give_their_size() {
+        let input: InputName = Arc::from("t.log");
+        let total = |rows: &str| {
+            let log = format!(
+                "$ nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv\nindex, name, memory.used [MiB], memory.total [MiB]\n{rows}jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 31207864320 bytes.\n"
+            );
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            let f = &ev.incidents[0].facts;
+            (f.num("smi.query_total_bytes"), f.num("smi.query_used_bytes"))
+        };
+        assert_eq!(
+            total("0, Tesla V100-SXM2-32GB, 29581 MiB, 32768 MiB\n1, Tesla V100-SXM2-32GB, 29581 MiB, 32768 MiB\n"),
+            (Some(32768.0 * 1048576.0), None)
+        );
+        assert_eq!(
+            total("0, NVIDIA GeForce RTX 4090, 812 MiB, 24564 MiB\n1, NVIDIA GeForce RTX 3090, 4 MiB, 24576 MiB\n"),
+            (None, None)
+        );
     }
 
     /// The full table's device rows printed before the launch read as a one-row query.

@@ -141,6 +141,11 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         "rss_",
         "footprint=",
         "footprint:",
+        "used ram",
+        "used_ram",
+        "ram used",
+        "ram_used",
+        "ram usage",
     ];
     own.into_iter()
         .chain(KILLED_TRANSLATED.iter().copied())
@@ -274,10 +279,13 @@ fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
 /// `RSS: 12.3 GB`, `rss_after=2.1GiB`), or macOS's measure of it (`footprint=5.31GB`,
 /// `phys_footprint`, what Activity Monitor shows), with a unit; the last such figure of a
 /// line is its reading (`rss_before=1022MB rss_after=2655MB`). Not the kernel's kill report
-/// (`anon-rss:15451668kB`), nor a figure whose unit is in its key (`rss_mb=1234`).
+/// (`anon-rss:15451668kB`), nor a figure whose unit is in its key (`rss_mb=1234`). A repro
+/// script's `used RAM: 5981 MB` / `RAM usage: 5.8 GB` (psutil's `used`, between rounds of
+/// requests) reads the same way: the host's use, which the program's growth moves. Not a
+/// machine's size (`RAM: 32GB`): a reading says used or usage.
 static PROCESS_RSS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)(?:^|[\s,;(\[{|])(?:process[ _]|phys_)?(?:rss|footprint)(?:[ _](?:before|after|now|mem(?:ory)?|usage))?\s*[:=]\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
+        r"(?i)(?:^|[\s,;(\[{|])(?:(?:process[ _]|phys_)?(?:rss|footprint)(?:[ _](?:before|after|now|mem(?:ory)?|usage))?|used[ _]ram|ram[ _](?:used|usage))\s*[:=]\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
     )
 });
 
@@ -600,6 +608,11 @@ mod tests {
             rss("INFO shard 2/48 done  RSS: 3.5 GiB"),
             Some(3.5 * 1024.0 * MIB)
         );
+        assert_eq!(
+            rss("round 2 after 200 requests     used RAM:   8712 MB"),
+            Some(8712.0 * MIB)
+        );
+        assert_eq!(rss("CPU: 8 cores, RAM: 32GB, GPU: A10 24GB"), None);
         // Before and after on one line: the last is the reading.
         assert_eq!(
             rss("round  2/20  rss_before=2655MB  rss_after=3471MB  after_gc=3470MB"),

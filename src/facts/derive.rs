@@ -987,11 +987,39 @@ fn vllm(f: &mut Facts) {
     }
 }
 
-/// TensorRT-LLM: the KV pool's default share (0.9 of the free memory) when the log shows the
-/// runtime but not the setting, and KV tokens from blocks.
+/// TensorRT-LLM: the KV pool's share of the free memory when the log shows the runtime but not
+/// the setting: the pool it allocated over the memory it found free (`available: 57.12 GiB`,
+/// `Allocated 45.69 GiB for max tokens`: 0.8, as an example server sets it), else the
+/// default (0.9); and KV tokens from blocks.
 fn trtllm(f: &mut Facts) {
-    if !f.contains("trtllm.free_gpu_memory_fraction") && f.contains("trtllm.version") {
-        f.derive("trtllm.free_gpu_memory_fraction", 0.9, &["trtllm.version"]);
+    if !f.contains("trtllm.free_gpu_memory_fraction") {
+        let measured = match (
+            f.num("trtllm.kv_cache_bytes"),
+            f.num("trtllm.free_after_weights_bytes"),
+        ) {
+            // The pool is whole blocks, a little under the share it was given: a ratio within
+            // about a block of a round setting (0.894 for 0.9) is that setting.
+            (Some(kv), Some(free)) if free > 0.0 => {
+                let r = kv / free;
+                let round = (r * 20.0).round() / 20.0;
+                let r = if (r - round).abs() <= 0.012 {
+                    round
+                } else {
+                    (r * 100.0).round() / 100.0
+                };
+                Some(r).filter(|r| *r > 0.05 && *r <= 1.0)
+            }
+            _ => None,
+        };
+        if let Some(r) = measured {
+            f.derive(
+                "trtllm.free_gpu_memory_fraction",
+                r,
+                &["trtllm.kv_cache_bytes", "trtllm.free_after_weights_bytes"],
+            );
+        } else if f.contains("trtllm.version") {
+            f.derive("trtllm.free_gpu_memory_fraction", 0.9, &["trtllm.version"]);
+        }
     }
     if !f.contains("trtllm.kv_tokens") {
         if let (Some(b), Some(t)) = (f.num("trtllm.kv_blocks"), f.num("trtllm.tokens_per_block")) {
@@ -1110,6 +1138,28 @@ mod tests {
         f.set("torch.stats.segments", 412.0, None);
         derive(&mut f);
         assert_eq!(f.bool("torch.expandable_segments_unused"), None);
+    }
+
+    /// TensorRT-LLM's KV pool share, read off the pool it allocated and the memory it found
+    /// free; a share within a block of a round setting is that setting.
+    #[test]
+    fn trtllm_pool_share_from_what_it_allocated() {
+        let share = |kv: f64, free: f64| {
+            let mut f = Facts::new();
+            f.set("trtllm.version", "0.14.0", None);
+            f.set("trtllm.kv_cache_bytes", kv * GIB, None);
+            f.set("trtllm.free_after_weights_bytes", free * GIB, None);
+            derive(&mut f);
+            f.num("trtllm.free_gpu_memory_fraction")
+        };
+        assert_eq!(share(45.69, 57.12), Some(0.8));
+        assert_eq!(share(4.66, 5.21), Some(0.9));
+        assert_eq!(share(30.0, 40.0), Some(0.75));
+        assert_eq!(share(33.2, 40.0), Some(0.83));
+        let mut f = Facts::new();
+        f.set("trtllm.version", "0.14.0", None);
+        derive(&mut f);
+        assert_eq!(f.num("trtllm.free_gpu_memory_fraction"), Some(0.9));
     }
 
     #[test]

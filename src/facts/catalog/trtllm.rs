@@ -102,6 +102,16 @@ pub const FACTS: &[FactDef] = &[
         "PyTorch backend: peak memory during profiling (torch + non-torch).",
     ),
     fact(
+        "trtllm.oom_in_runtime_buffers",
+        Unit::Flag,
+        "The C++ runtime's failed allocation was for the batch's runtime buffers (`RuntimeBuffers::reshape` / `prepareStep` in the native stack under the error): buffers sized by the requests in flight and their tokens, not the KV pool or the weights.",
+    ),
+    fact(
+        "trtllm.gather_logits",
+        Unit::Flag,
+        "The engine keeps the logits of every context token (`--gather_all_token_logits` / `--gather_context_logits` at build, `gather_context_logits: true` in its config): vocabulary x tokens x 4 bytes a request in flight.",
+    ),
+    fact(
         "trtllm.failed_component",
         Unit::Text,
         "PyTorch backend: the executor component that could not be created for lack of memory.",

@@ -231,7 +231,7 @@ impl LogAnalyzer {
                 // What the device held before this start is the one thing the old context
                 // still says about the new run: memory in use before it existed is someone
                 // else's (`nvidia-smi --query-gpu` run before the launch).
-                self.context = device_use_before_start(&self.context);
+                self.context = carried_across_start(&self.context);
                 self.context_engine = None;
                 self.marker = None;
             }
@@ -526,12 +526,15 @@ fn adopt_pasted_command(
 }
 
 /// The facts a program's start keeps from the context before it: an `nvidia-smi` query's
-/// reading of the device, which then is the memory in use before this run existed.
-fn device_use_before_start(old: &Facts) -> Facts {
+/// reading of the device, which then is the memory in use before this run existed; and how
+/// a TensorRT engine was built (`trtllm-build ... --gather_context_logits`, its own start
+/// printed before the run that loads the engine), which holds for every run of it.
+fn carried_across_start(old: &Facts) -> Facts {
     let mut kept = Facts::new();
     for (from, to) in [
         ("smi.query_used_bytes", "smi.used_before_start_bytes"),
         ("smi.query_total_bytes", "smi.query_total_bytes"),
+        ("trtllm.gather_logits", "trtllm.gather_logits"),
     ] {
         if let Some(f) = old.get(from) {
             kept.set(to, f.value.clone(), f.sources.first().cloned());

@@ -140,6 +140,13 @@ static CUDA_MALLOC: LazyLock<Regex> = LazyLock::new(|| {
         r"CUDA runtime error in (?:::)?cuda(?:Malloc|MallocAsync|MallocManaged|MallocHost)\w*\(.*?\): out of memory",
     )
 });
+/// An engine built to keep every context token's logits: `trtllm-build`'s flags, or the
+/// engine's `config.json` / the runtime's echo of it.
+static GATHER_LOGITS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"--gather_(?:all_token|context)_logits\b|["']?gather_context_logits["']?\s*[:=]\s*(?:true|True)\b"#,
+    )
+});
 static CUBLAS_FREE: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?i)cublas.*?Free Memory: (?P<f>{U})\s?(?P<u>[KMG]i?B)"));
 /// PyTorch backend: `Executor creation failed due to insufficient GPU memory.` and the
@@ -230,6 +237,8 @@ impl Recognizer for TrtLlm {
             "Total Weights Memory",
             "bytes for k/v cache",
             CUDA_PYTHON_OOM,
+            "gather_all_token_logits",
+            "gather_context_logits",
         ]
     }
 
@@ -240,6 +249,9 @@ impl Recognizer for TrtLlm {
             return;
         }
 
+        if GATHER_LOGITS.is_match(text) {
+            out.fact("trtllm.gather_logits", true, None);
+        }
         if is_start(text) {
             if !start_already_seen(line, is_start, is_command) {
                 out.run_start();
@@ -313,6 +325,14 @@ impl Recognizer for TrtLlm {
             let mut f = Failure::new("device-oom", id::TRTLLM, Domain::Device);
             f.fact("oom.backend", "cuda", None)
                 .fact("oom.wording", "cuda-runtime", None);
+            // The native stack printed under the error says what the allocation was for:
+            // the batch's runtime buffers, resized for the requests in flight each step.
+            if line.following(8).iter().any(|l| {
+                l.text.contains("RuntimeBuffers::reshape")
+                    || l.text.contains("RuntimeBuffers::prepareStep")
+            }) {
+                f.fact("trtllm.oom_in_runtime_buffers", true, None);
+            }
             out.failure(f);
             return;
         }
@@ -471,7 +491,7 @@ impl Recognizer for TrtLlm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::evidence::Value;
+    use crate::facts::evidence::{InputName, Value};
     use crate::ingest::log::engines::Observation;
 
     const GIB: f64 = 1073741824.0;
@@ -486,6 +506,26 @@ mod tests {
 
     fn failure(out: &Emit) -> Option<Failure> {
         crate::ingest::log::engines::emitted_failure(out)
+    }
+
+
+    /// The batch's runtime buffers named under a failed cudaMalloc, and an engine that gathers
+    /// every token's logits.
+    #[test]
+    fn runtime_buffers_and_gathered_logits() {
+        let input: InputName = std::sync::Arc::from("t.log");
+        let log = "trtllm-build --checkpoint_dir ckpt --output_dir engine --gemm_plugin float16 --gather_all_token_logits\n[TensorRT-LLM][INFO] TRTGptModel maxBatchSize: 256\n[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: [TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mMemPool->getPool(), mCudaStream->get()): out of memory (/src/cpp/tensorrt_llm/runtime/tllmBuffers.h:125)\n1       0x7f3a1c4e2b79 void tensorrt_llm::common::check<cudaError>(cudaError, char const*, char const*, int) + 121\n2       0x7f3a1c6d52d5 tensorrt_llm::runtime::BufferManager::gpu(nvinfer1::Dims64, nvinfer1::DataType) const + 501\n3       0x7f3a1cb7e0a1 tensorrt_llm::batch_manager::RuntimeBuffers::reshape(tensorrt_llm::runtime::TllmRuntime const&) + 1905\n";
+        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+            .unwrap()
+            .0;
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.bool("trtllm.oom_in_runtime_buffers"), Some(true));
+        assert_eq!(f.bool("trtllm.gather_logits"), Some(true));
+        let log = log.replace("RuntimeBuffers::reshape", "KVCacheManager::allocatePools");
+        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+            .unwrap()
+            .0;
+        assert_eq!(ev.incidents[0].facts.bool("trtllm.oom_in_runtime_buffers"), None);
     }
 
     #[test]

@@ -302,7 +302,7 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files",
+        r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files|calibrat|quantiz|propagating",
     )
 });
 /// A training script announcing an evaluation round, once per round: `Start validating.`,
@@ -336,6 +336,18 @@ fn redrawn_count(
         highest = highest.max(counter(&c));
     }
     matched.then_some(highest)
+}
+
+/// Whether a progress bar line's last drawing shows its count at its total (`512/512`).
+fn bar_finished(line: &str) -> bool {
+    let Some(piece) = line.rsplit('\r').find(|p| TQDM.is_match(p)) else {
+        return false;
+    };
+    TQDM.captures(piece).is_some_and(|c| {
+        let cur = c.name("cur").or(c.name("rcur")).or(c.name("bcur"));
+        let total = c.name("total").or(c.name("rtotal")).or(c.name("btotal"));
+        matches!((cur, total), (Some(a), Some(b)) if a.as_str() == b.as_str())
+    })
 }
 
 /// What a progress bar line is labelled, its numbers left out, so that the bars of one
@@ -383,7 +395,10 @@ impl ProgressWords {
         use memchr::memmem::Finder;
         // Built once: `memmem::find` builds its searcher on every call.
         static WORDS: LazyLock<[Finder<'static>; 7]> = LazyLock::new(|| {
-            ["validat", "evaluat", "step", "ſ", "loss", "epoch", "episode"].map(Finder::new)
+            [
+                "validat", "evaluat", "step", "ſ", "loss", "epoch", "episode",
+            ]
+            .map(Finder::new)
         });
         let [validat, evaluat, step, long_s, loss, epoch, episode] = &*WORDS;
         lower.clear();
@@ -696,6 +711,8 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // `Running generate_until requests: 0/20`; a dataset's unlabelled `444218/444218`
     // above `Epoch: [0][256/1389]`), whose steps say nothing of whether this one fits.
     let mut nearest_bar: Option<String> = None;
+    // Whether that bar had reached its total: its work was done before the failure.
+    let mut nearest_bar_finished = false;
     for (distance, l) in preceding.iter().enumerate() {
         let t = &l.text;
         // Which of the regexes below can match at all, from words each needs: most lines
@@ -727,6 +744,9 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         {
             if let Some(n) = count {
                 let label = bar_label(t);
+                if nearest_bar.is_none() {
+                    nearest_bar_finished = bar_finished(t);
+                }
                 let same_work = nearest_bar.get_or_insert_with(|| label.clone()) == &label;
                 if same_work {
                     steps = Some(steps.unwrap_or(0u64).max(n));
@@ -876,8 +896,18 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // without autograd: its progress bars count samples or batches of inference, not
     // training steps.
     let no_grad = frames.iter().any(|(file, func, _)| {
-        func == "decorate_context" && (file.ends_with("grad_mode.py") || file.ends_with("_contextlib.py"))
+        func == "decorate_context"
+            && (file.ends_with("grad_mode.py") || file.ends_with("_contextlib.py"))
     });
+    // A finished bar above a failure in generation counted work that was done (a
+    // quantiser's calibration, a dataset's preparation): the generation that failed is other
+    // work, and did not fit many times.
+    let steps =
+        if best.as_ref().is_some_and(|(_, p, _)| *p == id::GENERATION) && nearest_bar_finished {
+            None
+        } else {
+            steps
+        };
     // `.cuda()` / `.to()` only mean loading when nothing in the frames says training.
     if let Some((_, p, ev)) = &best {
         let load_by_move = *p == id::MODEL_LOAD && ev.split(' ').next().is_some_and(moves_a_model);
@@ -1159,6 +1189,27 @@ Traceback (most recent call last):
         assert_eq!(decide(&pre(&tb), None).phase, id::UNKNOWN);
     }
 
+    /// A quantisation tool's calibration passes over its samples are not training steps.
+    #[test]
+    fn calibration_passes_are_not_steps() {
+        let log = "(80/81): Calibrating: 100%|██████████| 512/512 [00:07<00:00, 70.12it/s]\n2026-02-17T10:39:40 | compress_modules | INFO - Quantizing model.layers.79.mlp.down_proj using 512 samples\n(81/81): Propagating: 100%|██████████| 512/512 [00:00<00:00, 2391.05it/s]\nTraceback (most recent call last):\n  File \"example.py\", line 40, in <module>\n    output = model.generate(input_ids, max_new_tokens=100)";
+        assert_eq!(decide(&pre(log), None).steps_completed, None);
+    }
+
+    /// A finished bar of other work above a failure in generation is no count of
+    /// generations that fit; a bar still running over the generations is.
+    #[test]
+    fn a_finished_bar_above_a_generation_is_other_work() {
+        let tb = "Traceback (most recent call last):\n  File \"run.py\", line 74, in <module>\n    output = model.generate(input_ids, max_new_tokens=100)\n  File \"/venv/lib/python3.12/site-packages/transformers/generation/utils.py\", line 2700, in _sample\n    outputs = self(**model_inputs, return_dict=True)";
+        let done =
+            format!("Preparing cache: 100%|██████████| 512/512 [00:03<00:00, 146.27it/s]\n{tb}");
+        let d = decide(&pre(&done), None);
+        assert_eq!((d.phase, d.steps_completed), (id::GENERATION, None));
+        let running =
+            format!("Generating: 45%|████▌     | 450/1000 [09:12<11:15,  1.23s/it]\n{tb}");
+        assert_eq!(decide(&pre(&running), None).steps_completed, Some(450));
+    }
+
     /// A reinforcement-learning loop's episodes are its steps: the same work, repeated.
     #[test]
     fn episodes_count_as_steps() {
@@ -1172,8 +1223,14 @@ Traceback (most recent call last):
     /// training steps.
     #[test]
     fn a_bar_over_no_grad_work_is_not_a_training_step() {
-        let tb = |decorator: &str| format!("Sampling:   0%|          | 0/3 [00:00<?, ?it/s]\nTraceback (most recent call last):\n  File \"scripts/txt2img.py\", line 358, in main\n    x_samples = model.decode_first_stage(samples)\n{decorator}  File \"ldm/models/autoencoder.py\", line 90, in decode\n    dec = self.decoder(z)");
-        let with = tb("  File \"/venv/lib/python3.10/site-packages/torch/utils/_contextlib.py\", line 115, in decorate_context\n    return func(*args, **kwargs)\n");
+        let tb = |decorator: &str| {
+            format!(
+                "Sampling:   0%|          | 0/3 [00:00<?, ?it/s]\nTraceback (most recent call last):\n  File \"scripts/txt2img.py\", line 358, in main\n    x_samples = model.decode_first_stage(samples)\n{decorator}  File \"ldm/models/autoencoder.py\", line 90, in decode\n    dec = self.decoder(z)"
+            )
+        };
+        let with = tb(
+            "  File \"/venv/lib/python3.10/site-packages/torch/utils/_contextlib.py\", line 115, in decorate_context\n    return func(*args, **kwargs)\n",
+        );
         assert_eq!(decide(&pre(&with), None).phase, id::UNKNOWN);
         assert_eq!(decide(&pre(&tb("")), None).phase, id::FIRST_STEP);
     }
@@ -1183,7 +1240,9 @@ Traceback (most recent call last):
     #[test]
     fn a_loaded_checkpoints_step_is_not_this_runs() {
         let tail = "Sampling:   0%|          | 0/3 [00:00<?, ?it/s]\nTraceback (most recent call last):\n  File \"scripts/txt2img.py\", line 358, in main\n    x_samples = model.decode_first_stage(samples)";
-        let log = format!("Loading model from checkpoints/768-v-ema.ckpt\nGlobal Step: 140000\nLatentDiffusion: Running in v-prediction mode\n{tail}");
+        let log = format!(
+            "Loading model from checkpoints/768-v-ema.ckpt\nGlobal Step: 140000\nLatentDiffusion: Running in v-prediction mode\n{tail}"
+        );
         assert_ne!(decide(&pre(&log), None).steps_completed, Some(140000));
         let log = format!("Restored from checkpoint at global_step=5000\n{tail}");
         assert_ne!(decide(&pre(&log), None).steps_completed, Some(5000));

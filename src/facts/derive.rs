@@ -183,8 +183,7 @@ const EXPANDABLE_MAX_SEGMENTS: f64 = 64.0;
 /// read.
 fn expandable_segments_unused(f: &mut Facts) {
     if f.bool("torch.expandable_segments") == Some(true)
-        && f
-            .num("torch.stats.segments")
+        && f.num("torch.stats.segments")
             .is_some_and(|n| n >= EXPANDABLE_MAX_SEGMENTS)
     {
         f.derive(

@@ -67,6 +67,21 @@ pub const FACTS: &[FactDef] = &[
     ),
     fact("host.total_ram_bytes", Unit::Bytes, "Total system RAM."),
     fact(
+        "host.windows_commit_limit",
+        Unit::Flag,
+        "Windows refused to commit memory (error 1455, `The paging file is too small for this operation to complete`): RAM plus the paging file were spoken for.",
+    ),
+    fact(
+        "host.commit_limit_bytes",
+        Unit::Bytes,
+        "Windows' commit limit, RAM plus the paging file (`systeminfo`'s `Virtual Memory: Max Size`).",
+    ),
+    fact(
+        "host.committed_bytes",
+        Unit::Bytes,
+        "Memory committed on Windows when `systeminfo` ran (`Virtual Memory: In Use`).",
+    ),
+    fact(
         "host.memory_samples",
         Unit::Count,
         "How many readings of the machine's memory (`free`'s `Mem:` row, `top`'s summary) the log holds before the failure.",

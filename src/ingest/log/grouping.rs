@@ -35,9 +35,24 @@ pub const SAME_DEATH_WINDOW: u64 = 30;
 /// Accounting this many lines below a failure still describes it (see
 /// [`LogAnalyzer::trailed_incident`]).
 pub const TRAILER_WINDOW: u64 = 6;
-/// The same for PyTorch's allocator statistics (`torch.stats.*`): `memory_summary()` is a
-/// table of 30 to 60 lines, printed in the `except` block or pasted under the error.
+/// The same for what people paste under the error from a tool they ran after it: PyTorch's
+/// allocator statistics (`torch.stats.*`: `memory_summary()` is a table of 30 to 60 lines,
+/// printed in the `except` block or pasted below), Windows' `systeminfo` memory lines.
 pub const STATS_TRAILER_WINDOW: u64 = 80;
+
+/// How far below a failure a fact still describes it.
+fn trailer_window(fact: &str) -> u64 {
+    if fact.starts_with("torch.stats.")
+        || matches!(
+            fact,
+            "host.commit_limit_bytes" | "host.committed_bytes" | "host.total_ram_bytes"
+        )
+    {
+        STATS_TRAILER_WINDOW
+    } else {
+        TRAILER_WINDOW
+    }
+}
 /// A start this many lines below a failure, of a run that printed nothing but its
 /// configuration, is the failed run's own command pasted under its traceback (see
 /// [`LogAnalyzer::finish`]).
@@ -156,12 +171,7 @@ impl LogAnalyzer {
     fn apply(&mut self, rec: Record, hit: &Hit<'_>) {
         match rec.obs {
             Observation::Fact { name, value } => {
-                let window = if name.starts_with("torch.stats.") {
-                    STATS_TRAILER_WINDOW
-                } else {
-                    TRAILER_WINDOW
-                };
-                if let Some(inc) = self.trailed_incident(hit.line_no, window) {
+                if let Some(inc) = self.trailed_incident(hit.line_no, trailer_window(name)) {
                     if !inc.facts.contains(name) {
                         inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
                     }
@@ -1234,7 +1244,8 @@ mod tests {
     /// still describe the failure; other accounting that far below does not.
     #[test]
     fn allocator_statistics_below_the_error_describe_it() {
-        let rows = "| Allocated memory      |  20480 MiB |  21000 MiB |   900 GiB |   880 GiB |\n".repeat(30);
+        let rows = "| Allocated memory      |  20480 MiB |  21000 MiB |   900 GiB |   880 GiB |\n"
+            .repeat(30);
         let log = format!(
             "{OOM}\n{rows}| Non-releasable memory |   2150 MiB |   2301 MiB |    880 GiB |    878 GiB |\n"
         );
@@ -1243,7 +1254,10 @@ mod tests {
             inc.facts.num("torch.stats.inactive_split_bytes"),
             Some(2150.0 * 1048576.0)
         );
-        let log = format!("{OOM}\n{}| Non-releasable memory |   2150 MiB |\n", "x\n".repeat(90));
+        let log = format!(
+            "{OOM}\n{}| Non-releasable memory |   2150 MiB |\n",
+            "x\n".repeat(90)
+        );
         let inc = &run(&log).incidents[0];
         assert_eq!(inc.facts.num("torch.stats.inactive_split_bytes"), None);
     }

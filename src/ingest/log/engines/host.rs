@@ -129,6 +129,11 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         "with code -9",
         "num_workers",
         "Errno 12",
+        // Windows' commit limit (RAM plus the paging file): `[WinError 1455] The paging file
+        // is too small for this operation to complete`, and `systeminfo`'s memory lines.
+        "paging file is too small",
+        "Physical Memory:",
+        "Virtual Memory:",
         "MemoryError",
         "std::bad_alloc",
         // `free`'s row and `top`'s summary (`MiB Mem :`).
@@ -174,6 +179,19 @@ static CHILD_SIGKILL: LazyLock<Regex> = LazyLock::new(|| {
 static PY_HOST_ALLOC: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"^(?:[\w.]+\.)?(?:OSError: \[Errno 12\] Cannot allocate memory|_ArrayMemoryError: Unable to allocate (?P<req>\d+(?:\.\d+)?\s*[KMGTP]?i?B)|MemoryError(?:\s*$|: (?:Unable to allocate|std::bad_alloc|$)))",
+    )
+});
+/// Windows refusing to commit memory: RAM plus the paging file are spoken for (error 1455,
+/// `ERROR_COMMITMENT_LIMIT`). Python raises it as `OSError: [WinError 1455] The paging file is
+/// too small for this operation to complete` (often loading torch's DLLs in each DataLoader
+/// worker), Rust's safetensors as `(os error 1455)` mapping a checkpoint.
+static WIN_COMMIT_LIMIT: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"The paging file is too small for this operation to complete"));
+/// `systeminfo`'s memory lines (`Total Physical Memory:     16,086 MB`, `Virtual Memory: Max
+/// Size:  18,518 MB`): the RAM, and the commit limit (RAM plus the paging file).
+static SYSTEMINFO: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"^(?P<what>Total Physical Memory|Available Physical Memory|Virtual Memory: Max Size|Virtual Memory: In Use):\s+(?P<n>\d[\d,.]*)\s*MB\b",
     )
 });
 /// A C++ program (TensorFlow's runtime, Caffe, a llama.cpp tool) dying of a failed host
@@ -347,6 +365,30 @@ impl Recognizer for Host {
                     f.fact("host.requested_bytes", b, Some((m.start(), m.end())));
                 }
             }
+            out.failure(f);
+            return;
+        }
+        if let Some(c) = SYSTEMINFO.captures(text.trim()) {
+            let n = c.name("n").expect("group n");
+            let name = match &c["what"] {
+                "Total Physical Memory" => "host.total_ram_bytes",
+                "Available Physical Memory" => "host.free_ram_bytes",
+                "Virtual Memory: Max Size" => "host.commit_limit_bytes",
+                _ => "host.committed_bytes",
+            };
+            if let Some(b) = crate::facts::units::size_from_parts(
+                &n.as_str().replace(',', ""),
+                "MB",
+                crate::facts::units::SiBase::Binary,
+            ) {
+                out.fact(name, b, Some((n.start(), n.end())));
+            }
+            return;
+        }
+        if WIN_COMMIT_LIMIT.is_match(text) {
+            let mut f = Failure::new("host-oom", id::UNKNOWN, Domain::Host);
+            f.fact("host.killer", "allocator", None)
+                .fact("host.windows_commit_limit", true, None);
             out.failure(f);
             return;
         }
@@ -672,6 +714,38 @@ mod tests {
         );
         assert_eq!(incidents(&aborted), 0);
         assert_eq!(incidents(&format!("INFO serving\n{status}")), 1);
+    }
+
+    #[test]
+    fn windows_commit_limit_and_systeminfo() {
+        for line in [
+            "OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading \"C:\\venv\\lib\\site-packages\\torch\\lib\\caffe2_nvrtc.dll\" or one of its dependencies.",
+            "2025-04-09T20:26:37.902655 - !!! Exception during processing !!! The paging file is too small for this operation to complete. (os error 1455)",
+        ] {
+            let f = failure(line).expect("a commit-limit failure");
+            assert_eq!(f.kind, "host-oom");
+            assert_eq!(f.get("host.windows_commit_limit"), Some(&Value::Bool(true)));
+        }
+        let fact = |t: &str, name: &str| {
+            crate::ingest::log::engines::emitted_fact(
+                &crate::ingest::log::engines::run_line(&Host, t),
+                name,
+            )
+        };
+        assert_eq!(
+            fact(
+                "Virtual Memory: Max Size:  18,518 MB",
+                "host.commit_limit_bytes"
+            ),
+            Some(Value::Num(18518.0 * 1048576.0))
+        );
+        assert_eq!(
+            fact(
+                "Total Physical Memory:     16,086 MB",
+                "host.total_ram_bytes"
+            ),
+            Some(Value::Num(16086.0 * 1048576.0))
+        );
     }
 
     #[test]

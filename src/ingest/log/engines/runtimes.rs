@@ -116,11 +116,12 @@ static TRT_REQUESTED: LazyLock<Regex> = LazyLock::new(|| {
 /// a script (`config.max_seq_len = 8192`) or ExUI's model info (a dict's repr or JSON:
 /// `'seq_len': 32768, ... 'cache_mode': 'FP16'`) gives them.
 static EXL2_MAX_SEQ_LEN: LazyLock<Regex> = LazyLock::new(|| {
-    static_regex(r#"\bmax_seq_len['"]?\s*[:=]\s*(?P<v>\d+)\b|['"]seq_len['"]\s*:\s*(?P<exui>\d+)\b"#)
+    static_regex(
+        r#"\bmax_seq_len['"]?\s*[:=]\s*(?P<v>\d+)\b|['"]seq_len['"]\s*:\s*(?P<exui>\d+)\b"#,
+    )
 });
-static EXL2_CACHE_MODE: LazyLock<Regex> = LazyLock::new(|| {
-    static_regex(r#"\bcache_mode['"]?\s*[:=]\s*["']?(?P<v>FP16|FP8|Q4|Q6|Q8)\b"#)
-});
+static EXL2_CACHE_MODE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#"\bcache_mode['"]?\s*[:=]\s*["']?(?P<v>FP16|FP8|Q4|Q6|Q8)\b"#));
 /// Also inside a JSON reply that keeps the exception's newline escaped (ExUI's
 /// `{"result": "fail", "error": "RuntimeError:\nInsufficient VRAM for model and cache"}`).
 static EXL2_NO_ROOM: LazyLock<Regex> = LazyLock::new(|| {
@@ -837,17 +838,16 @@ mod tests {
             fact(exui, "exllamav2.max_seq_len"),
             Some(Value::Num(16384.0))
         );
-        assert_eq!(
-            fact(exui, "exllamav2.cache_mode"),
-            Some(Value::str("FP8"))
-        );
+        assert_eq!(fact(exui, "exllamav2.cache_mode"), Some(Value::str("FP8")));
         assert_eq!(
             fact("max_seq_len: 19200", "exllamav2.max_seq_len"),
             Some(Value::Num(19200.0))
         );
         // A training config's sequence length is not ExUI's reply.
         assert_eq!(fact("seq_len: 2048", "exllamav2.max_seq_len"), None);
-        let out = run(r#"{"result": "fail", "error": "RuntimeError:\nInsufficient VRAM for model and cache"}"#);
+        let out = run(
+            r#"{"result": "fail", "error": "RuntimeError:\nInsufficient VRAM for model and cache"}"#,
+        );
         assert_eq!(failure(&out).engine, id::EXLLAMAV2);
     }
 

@@ -374,14 +374,21 @@ mod tests {
             );
             let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
             let f = &ev.incidents[0].facts;
-            (f.num("smi.query_total_bytes"), f.num("smi.query_used_bytes"))
+            (
+                f.num("smi.query_total_bytes"),
+                f.num("smi.query_used_bytes"),
+            )
         };
         assert_eq!(
-            total("0, Tesla V100-SXM2-32GB, 29581 MiB, 32768 MiB\n1, Tesla V100-SXM2-32GB, 29581 MiB, 32768 MiB\n"),
+            total(
+                "0, Tesla V100-SXM2-32GB, 29581 MiB, 32768 MiB\n1, Tesla V100-SXM2-32GB, 29581 MiB, 32768 MiB\n"
+            ),
             (Some(32768.0 * 1048576.0), None)
         );
         assert_eq!(
-            total("0, NVIDIA GeForce RTX 4090, 812 MiB, 24564 MiB\n1, NVIDIA GeForce RTX 3090, 4 MiB, 24576 MiB\n"),
+            total(
+                "0, NVIDIA GeForce RTX 4090, 812 MiB, 24564 MiB\n1, NVIDIA GeForce RTX 3090, 4 MiB, 24576 MiB\n"
+            ),
             (None, None)
         );
     }

@@ -157,13 +157,18 @@ mod tests {
             )]
         );
         assert_eq!(
-            facts("[rank0]: | GPU reserved memory   | 235520 KiB | 235520 KiB | 235520 KiB |      0 B   |"),
+            facts(
+                "[rank0]: | GPU reserved memory   | 235520 KiB | 235520 KiB | 235520 KiB |      0 B   |"
+            ),
             vec![("torch.stats.reserved_bytes", Value::Num(235520.0 * 1024.0))]
         );
         // Before 1.6 the units were KB/MB/GB, powers of 1024 all the same.
         assert_eq!(
             facts("| Allocated memory      |   14935 MB |   15377 MB |     995 GB |     980 GB |"),
-            vec![("torch.stats.allocated_bytes", Value::Num(14935.0 * 1048576.0))]
+            vec![(
+                "torch.stats.allocated_bytes",
+                Value::Num(14935.0 * 1048576.0)
+            )]
         );
         assert_eq!(
             facts("| GPU reserved segments |     412    |     415    |     530    |     118    |"),
@@ -174,8 +179,14 @@ mod tests {
             vec![("torch.stats.alloc_retries", Value::Num(214.0))]
         );
         // The pools' shares and other rows are not the totals.
-        assert!(facts("|       from large pool |   9335 MiB |  13730 MiB |  35584 GiB |  35575 GiB |").is_empty());
-        assert!(facts("| Active memory         |   9341 MiB |  13736 MiB |  35624 GiB |  35615 GiB |").is_empty());
+        assert!(
+            facts("|       from large pool |   9335 MiB |  13730 MiB |  35584 GiB |  35575 GiB |")
+                .is_empty()
+        );
+        assert!(
+            facts("| Active memory         |   9341 MiB |  13736 MiB |  35624 GiB |  35615 GiB |")
+                .is_empty()
+        );
         // A size row whose cell has no unit is not a size.
         assert!(facts("| Allocated memory      |       21    |      23    |").is_empty());
     }
@@ -204,6 +215,11 @@ mod tests {
             vec![("torch.stats.reserved_bytes", Value::Num(24545918976.0))]
         );
         // Peaks and the pools' keys are other numbers.
-        assert!(facts("'allocated_bytes.all.peak': 23000000000, 'allocated_bytes.large_pool.current': 1").is_empty());
+        assert!(
+            facts(
+                "'allocated_bytes.all.peak': 23000000000, 'allocated_bytes.large_pool.current': 1"
+            )
+            .is_empty()
+        );
     }
 }

@@ -142,7 +142,10 @@ fn offloaded_to(text: &str) -> Option<&'static str> {
     let on_gpu = text.match_indices("': ").any(|(at, m)| {
         let key = text[..at].rsplit('\'').next().unwrap_or("");
         text[at + m.len()..].starts_with(|c: char| c.is_ascii_digit())
-            && (key.contains('.') || ["layer", "embed", "lm_head"].iter().any(|w| key.contains(w)))
+            && (key.contains('.')
+                || ["layer", "embed", "lm_head"]
+                    .iter()
+                    .any(|w| key.contains(w)))
     });
     let cpu = text.contains("': 'cpu'");
     let disk = text.contains("': 'disk'");
@@ -524,15 +527,22 @@ mod tests {
             Some(Value::str("cpu"))
         );
         assert_eq!(
-            to("WARNING:root:Some parameters are on the meta device device because they were offloaded to the cpu and disk."),
+            to(
+                "WARNING:root:Some parameters are on the meta device device because they were offloaded to the cpu and disk."
+            ),
             Some(Value::str("cpu and disk"))
         );
         assert_eq!(
-            to("{'model.embed_tokens': 0, 'model.layers.0': 0, 'model.layers.31': 'cpu', 'model.norm': 'cpu', 'lm_head': 'cpu'}"),
+            to(
+                "{'model.embed_tokens': 0, 'model.layers.0': 0, 'model.layers.31': 'cpu', 'model.norm': 'cpu', 'lm_head': 'cpu'}"
+            ),
             Some(Value::str("cpu"))
         );
         // All on the GPUs, or a settings dict that names the CPU: nothing offloaded.
-        assert_eq!(to("{'model.embed_tokens': 0, 'model.layers.0': 1, 'lm_head': 1}"), None);
+        assert_eq!(
+            to("{'model.embed_tokens': 0, 'model.layers.0': 1, 'lm_head': 1}"),
+            None
+        );
         assert_eq!(to("{'device': 'cpu', 'batch_size': 8}"), None);
     }
 

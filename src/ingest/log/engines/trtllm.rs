@@ -508,7 +508,6 @@ mod tests {
         crate::ingest::log::engines::emitted_failure(out)
     }
 
-
     /// The batch's runtime buffers named under a failed cudaMalloc, and an engine that gathers
     /// every token's logits.
     #[test]
@@ -525,7 +524,10 @@ mod tests {
         let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
             .unwrap()
             .0;
-        assert_eq!(ev.incidents[0].facts.bool("trtllm.oom_in_runtime_buffers"), None);
+        assert_eq!(
+            ev.incidents[0].facts.bool("trtllm.oom_in_runtime_buffers"),
+            None
+        );
     }
 
     #[test]

@@ -981,7 +981,9 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
             training_loop,
         };
     }
-    if in_training_step || (steps.is_some() && !(no_grad && !training_loop)) {
+    // Bars over a no-grad function count inference, unless a training loop shows too.
+    let bars_count_training = training_loop || !no_grad;
+    if in_training_step || (steps.is_some() && bars_count_training) {
         return PhaseDecision {
             frames: frames_text.clone(),
             phase: id::FIRST_STEP,

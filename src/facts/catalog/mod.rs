@@ -84,6 +84,16 @@ pub const CORE: &[FactDef] = &[
         "The engine that ran the workload (vllm when a PyTorch OOM happens inside vLLM).",
     ),
     fact(
+        "engine.earlier_instance_serving",
+        Unit::Flag,
+        "An earlier start in the same log came up serving (Uvicorn's `Application startup complete`, a server's ready line), failed nothing and was not seen to stop before this run started: that instance still holds its memory.",
+    ),
+    fact(
+        "engine.server_stopped",
+        Unit::Flag,
+        "The server said it stopped (Uvicorn's `Shutting down` / `Finished server process`), or it was interrupted from the terminal (`^C`, `KeyboardInterrupt`).",
+    ),
+    fact(
         "engine.diffusion_ui",
         Unit::Flag,
         "Set when the engine is an image-generation web UI (ComfyUI, AUTOMATIC1111/Forge): its own rules replace the training-oriented PyTorch ones.",

@@ -77,6 +77,8 @@ pub struct LogAnalyzer {
     context: Facts,
     context_engine: Option<&'static str>,
     marker: Option<(PhaseMark, u64)>,
+    /// Where the current run said it was serving, if it did (a server up and ready).
+    serving_since: Option<Provenance>,
     incidents: Vec<Incident>,
     run: u32,
     restarts: u32,
@@ -101,6 +103,7 @@ impl LogAnalyzer {
             context: Facts::new(),
             context_engine: None,
             marker: None,
+            serving_since: None,
             incidents: Vec::new(),
             run: 0,
             restarts: 0,
@@ -205,6 +208,9 @@ impl LogAnalyzer {
                     inc.phase = phase::of_mark(p);
                     inc.facts.set("phase", inc.phase, Some(rec.prov.clone()));
                 }
+                if p == PhaseMark::Serving && self.serving_since.is_none() {
+                    self.serving_since = Some(rec.prov.clone());
+                }
                 self.marker = Some((p, hit.line_no));
                 self.run_output = true;
             }
@@ -241,7 +247,18 @@ impl LogAnalyzer {
                 // What the device held before this start is the one thing the old context
                 // still says about the new run: memory in use before it existed is someone
                 // else's (`nvidia-smi --query-gpu` run before the launch).
+                // A server that came up, failed nothing and was not seen to stop is still
+                // running when the next one starts (two instances on one GPU, `tail -f` of
+                // two servers' logs): it holds its memory.
+                let still_serving = self.serving_since.take().filter(|_| {
+                    !self.incidents.iter().any(|i| i.run == self.run)
+                        && self.context.bool("engine.server_stopped") != Some(true)
+                });
                 self.context = carried_across_start(&self.context);
+                if let Some(at) = still_serving {
+                    self.context
+                        .set("engine.earlier_instance_serving", true, Some(at));
+                }
                 self.context_engine = None;
                 self.marker = None;
             }
@@ -1260,6 +1277,26 @@ mod tests {
         );
         let inc = &run(&log).incidents[0];
         assert_eq!(inc.facts.num("torch.stats.inactive_split_bytes"), None);
+    }
+
+    /// A server that came up and was not seen to stop still holds its memory when the next
+    /// one starts; one interrupted from the terminal does not.
+    #[test]
+    fn an_earlier_server_still_serving() {
+        let first = "INFO 03-14 09:02:11 api_server.py:212] vLLM API server version 0.4.0.post1\nINFO 03-14 09:02:40 llm_engine.py:357] # GPU blocks: 2651, # CPU blocks: 512\nINFO:     Application startup complete.\n";
+        let second = "INFO 03-14 09:05:37 api_server.py:212] vLLM API server version 0.4.0.post1\nINFO 03-14 09:06:03 llm_engine.py:357] # GPU blocks: 0, # CPU blocks: 512\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n";
+        let flag = |log: String| {
+            run(&log).incidents[0]
+                .facts
+                .bool("engine.earlier_instance_serving")
+        };
+        assert_eq!(flag(format!("{first}{second}")), Some(true));
+        assert_eq!(flag(format!("{first}^C\n{second}")), None);
+        assert_eq!(
+            flag(format!("{first}INFO:     Shutting down\n{second}")),
+            None
+        );
+        assert_eq!(flag(second.to_string()), None);
     }
 
     #[test]

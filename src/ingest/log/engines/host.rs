@@ -132,6 +132,10 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         // Windows' commit limit (RAM plus the paging file): `[WinError 1455] The paging file
         // is too small for this operation to complete`, and `systeminfo`'s memory lines.
         "paging file is too small",
+        // A foreground program interrupted from the terminal (a server stopped before the
+        // next was started).
+        "^C",
+        "KeyboardInterrupt",
         "Physical Memory:",
         "Virtual Memory:",
         "MemoryError",
@@ -366,6 +370,11 @@ impl Recognizer for Host {
                 }
             }
             out.failure(f);
+            return;
+        }
+        let trimmed = text.trim();
+        if trimmed == "^C" || trimmed.starts_with("^CTraceback") || trimmed == "KeyboardInterrupt" {
+            out.fact("engine.server_stopped", true, None);
             return;
         }
         if let Some(c) = SYSTEMINFO.captures(text.trim()) {

@@ -388,7 +388,8 @@ static RAISED: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"^[\w.]*(?:Error|Exception)(?:\([^)]*\))?:"));
 
 /// Whether a line ends a run: a traceback, a raised exception, an exit or a kill. Prose that
-/// merely mentions an error (`Error while fetching HF_TOKEN`) does not.
+/// merely mentions an error (`Error while fetching HF_TOKEN`) does not. A server that came up
+/// ends its launch's start lines too: a start after it is another launch (a second instance).
 fn ends_a_run(t: &str) -> bool {
     let t = t.trim_start();
     t.starts_with("Traceback")
@@ -400,6 +401,8 @@ fn ends_a_run(t: &str) -> bool {
         || t.contains("signaled to shutdown")
         || t.contains("failed to start")
         || t.contains("initialization failed")
+        || t.contains("Application startup complete")
+        || t.contains("Uvicorn running on")
 }
 
 /// Whether this start line belongs to a launch whose first start line was already seen a

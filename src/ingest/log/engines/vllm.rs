@@ -374,6 +374,8 @@ impl Recognizer for Vllm {
             "Starting vLLM API server",
             "Application startup complete",
             "Uvicorn running on",
+            "Finished server process",
+            "Shutting down",
             "Processed prompts",
             "/vllm/",
         ]
@@ -635,6 +637,10 @@ impl Vllm {
             || text.contains("Processed prompts")
         {
             out.phase(PhaseMark::Serving);
+        } else if text.contains("Finished server process") || text.contains("Shutting down") {
+            // Uvicorn's own lines as a server stops (Ctrl-C, a restart).
+            out.fact("engine.server_stopped", true, None);
+            return;
         } else if text.contains("Application startup complete")
             || text.contains("Uvicorn running on")
         {

@@ -89,6 +89,14 @@ static BFC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
 static STAT: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"^(?P<k>Limit|InUse|MaxInUse|LargestFreeBlock):\s+(?P<v>\d+)\s*$")
 });
+/// A free chunk TensorFlow 1.x lists under `Bin for 1.50GiB was 256.00MiB, Chunk State:`
+/// (`Size: 1.19GiB | Requested Size: 0B | in_use: 0, prev: ...`): the chunks of the bin the
+/// request maps to. The allocator searches that bin and every larger one, so when the
+/// request failed, none of those held a chunk as large as it, and the largest of these is
+/// the largest free chunk in the pool (TensorFlow 2 prints it as `LargestFreeBlock`).
+static FREE_CHUNK: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r"^Size: (?P<s>\d+(?:\.\d+)?\s*[KMGT]?i?B) \| Requested Size: [^|]*\| in_use: 0\b")
+});
 static SUM_IN_USE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"Sum Total of in-use chunks: (?P<v>\d+(?:\.\d+)?\s*[KMGT]?i?B)")
 });
@@ -158,6 +166,8 @@ impl Recognizer for Xla {
             "InUse:",
             "LargestFreeBlock:",
             "Sum Total of in-use chunks",
+            // TensorFlow 1.x's dump of the free chunks in the request's bin.
+            "Chunk State:",
             "memory_limit_:",
             "memoryLimit_:",
             "total free in pool",
@@ -206,6 +216,26 @@ impl Recognizer for Xla {
                 f.text = Some(joined.clone());
             }
             out.failure(f);
+            return;
+        }
+        if text.contains("Chunk State:") {
+            let mut largest: Option<u64> = None;
+            walk_forward(line, 64, |raw| {
+                let t = raw.trim();
+                let own = t.find("Size: ").map(|at| &t[at..]).unwrap_or("");
+                match FREE_CHUNK.captures(own) {
+                    Some(c) => {
+                        if let Some(b) = parse_size(&c["s"], SiBase::Binary) {
+                            largest = largest.max(Some(b));
+                        }
+                        true
+                    }
+                    None => false,
+                }
+            });
+            if let Some(b) = largest {
+                out.fact("xla.largest_free_block_bytes", b, None);
+            }
             return;
         }
         // The node under the failed op, on the line after its message.
@@ -735,6 +765,18 @@ mod tests {
     use crate::ingest::log::grouping::analyze_log;
 
     use std::sync::Arc;
+
+    /// TensorFlow 1.x's free chunks in the request's bin give the largest free chunk.
+    #[test]
+    fn tf1_chunk_state_gives_the_largest_free_chunk() {
+        let log = "2018-09-27 22:58:41.873117: W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 1.50GiB.  Current allocation summary follows.\n2018-09-27 22:58:41.873427: I tensorflow/core/common_runtime/bfc_allocator.cc:646] Bin for 1.50GiB was 256.00MiB, Chunk State: \n2018-09-27 22:58:41.873441: I tensorflow/core/common_runtime/bfc_allocator.cc:652]   Size: 1.19GiB | Requested Size: 0B | in_use: 0, prev:   Size: 96.00MiB | Requested Size: 96.00MiB | in_use: 1\n2018-09-27 22:58:41.873452: I tensorflow/core/common_runtime/bfc_allocator.cc:652]   Size: 1000.00MiB | Requested Size: 0B | in_use: 0, prev:   Size: 48.00MiB | Requested Size: 48.00MiB | in_use: 1\n2018-09-27 22:58:41.873481: I tensorflow/core/common_runtime/bfc_allocator.cc:665] Chunk at 0x7f94a6000000 of size 1024\n2018-09-27 22:58:41.992410: W tensorflow/core/framework/op_kernel.cc:1318] OP_REQUIRES failed at conv_grad_input_ops.cc:1013 : Resource exhausted: OOM when allocating tensor with shape[4,1024,768,128]\n";
+        let input: InputName = Arc::from("t.log");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        assert_eq!(
+            ev.incidents[0].facts.num("xla.largest_free_block_bytes"),
+            Some((1.19 * 1073741824.0f64).round())
+        );
+    }
 
     const GIB: f64 = 1073741824.0;
 

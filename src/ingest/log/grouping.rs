@@ -244,12 +244,12 @@ impl LogAnalyzer {
                     self.run_started_at = hit.line_no;
                     self.run_output = false;
                 }
-                // What the device held before this start is the one thing the old context
-                // still says about the new run: memory in use before it existed is someone
-                // else's (`nvidia-smi --query-gpu` run before the launch).
-                // A server that came up, failed nothing and was not seen to stop is still
-                // running when the next one starts (two instances on one GPU, `tail -f` of
-                // two servers' logs): it holds its memory.
+                // The old context says little about the new run: what the device held
+                // before it existed is someone else's memory (`nvidia-smi --query-gpu` run
+                // before the launch), an engine's build settings still hold
+                // (`carried_across_start`); and a server that came up, failed nothing and was
+                // not seen to stop is still running when the next one starts (two instances
+                // on one GPU, `tail -f` of two servers' logs): it holds its memory.
                 let still_serving = self.serving_since.take().filter(|_| {
                     !self.incidents.iter().any(|i| i.run == self.run)
                         && self.context.bool("engine.server_stopped") != Some(true)

@@ -134,17 +134,12 @@ impl Recognizer for TorchStats {
 mod tests {
     use super::*;
     use crate::facts::evidence::Value;
-    use crate::ingest::log::engines::Observation;
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
-        let out = crate::ingest::log::engines::run_line(&TorchStats, text);
-        out.records
-            .into_iter()
-            .filter_map(|r| match r.obs {
-                Observation::Fact { name, value } => Some((name, value)),
-                _ => None,
-            })
-            .collect()
+        crate::ingest::log::engines::fact_records(crate::ingest::log::engines::run_line(
+            &TorchStats,
+            text,
+        ))
     }
 
     #[test]

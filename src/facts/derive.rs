@@ -756,8 +756,8 @@ fn xla_fit(f: &mut Facts) {
     };
     let preallocating = f.bool("xla.preallocate") != Some(false);
     // Without a fraction set, the default (75 % in current JAX, 90 % in older releases) shows
-    // in the pool
-    // against the device's size where a reading of the device gives that.
+    // in the pool against the device's size, where a reading of the device gives that (the
+    // exact ratio: the pool is that fraction of the device in bytes, not whole blocks).
     let measured = f
         .num("smi.query_total_bytes")
         .map(|total| limit / total)
@@ -986,6 +986,22 @@ fn vllm(f: &mut Facts) {
     }
 }
 
+/// The share a setting gave a pool, read off the pool and what it was a share of. A pool is
+/// whole blocks or pages, a little under its share: a ratio within about a block of a round
+/// setting (0.894 for 0.9) is that setting; otherwise the ratio to two places.
+fn measured_share(part: f64, whole: f64) -> Option<f64> {
+    if whole <= 0.0 {
+        return None;
+    }
+    let r = part / whole;
+    let round = (r * 20.0).round() / 20.0;
+    Some(if (r - round).abs() <= 0.012 {
+        round
+    } else {
+        (r * 100.0).round() / 100.0
+    })
+}
+
 /// TensorRT-LLM: the KV pool's share of the free memory when the log shows the runtime but not
 /// the setting: the pool it allocated over the memory it found free (`available: 57.12 GiB`,
 /// `Allocated 45.69 GiB for max tokens`: 0.8, as an example server sets it), else the
@@ -996,18 +1012,7 @@ fn trtllm(f: &mut Facts) {
             f.num("trtllm.kv_cache_bytes"),
             f.num("trtllm.free_after_weights_bytes"),
         ) {
-            // The pool is whole blocks, a little under the share it was given: a ratio within
-            // about a block of a round setting (0.894 for 0.9) is that setting.
-            (Some(kv), Some(free)) if free > 0.0 => {
-                let r = kv / free;
-                let round = (r * 20.0).round() / 20.0;
-                let r = if (r - round).abs() <= 0.012 {
-                    round
-                } else {
-                    (r * 100.0).round() / 100.0
-                };
-                Some(r).filter(|r| *r > 0.05 && *r <= 1.0)
-            }
+            (Some(kv), Some(free)) => measured_share(kv, free).filter(|r| *r > 0.05 && *r <= 1.0),
             _ => None,
         };
         if let Some(r) = measured {

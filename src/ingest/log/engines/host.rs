@@ -386,7 +386,7 @@ impl Recognizer for Host {
                 _ => "host.committed_bytes",
             };
             if let Some(b) = crate::facts::units::size_from_parts(
-                &n.as_str().replace(',', ""),
+                n.as_str(),
                 "MB",
                 crate::facts::units::SiBase::Binary,
             ) {

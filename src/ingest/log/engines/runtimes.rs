@@ -286,13 +286,21 @@ impl Recognizer for Runtimes {
         {
             return;
         }
-        if let Some(c) = EXL2_MAX_SEQ_LEN.captures(text) {
+        if let Some(c) = text
+            .contains("seq_len")
+            .then(|| EXL2_MAX_SEQ_LEN.captures(text))
+            .flatten()
+        {
             let m = c.name("v").or(c.name("exui")).expect("one group");
             if let Ok(v) = m.as_str().parse::<u64>() {
                 out.fact("exllamav2.max_seq_len", v, span(&m));
             }
         }
-        if let Some(c) = EXL2_CACHE_MODE.captures(text) {
+        if let Some(c) = text
+            .contains("cache_mode")
+            .then(|| EXL2_CACHE_MODE.captures(text))
+            .flatten()
+        {
             let m = c.name("v").expect("group v");
             out.fact("exllamav2.cache_mode", m.as_str().to_string(), span(&m));
         }

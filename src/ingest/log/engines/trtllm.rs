@@ -89,13 +89,14 @@ static BLOCKS_LINE: LazyLock<Regex> = LazyLock::new(|| re(r"primary blocks=(?P<n
 static KV_ALLOCATED: LazyLock<Regex> = LazyLock::new(|| {
     re(r"Allocated (?P<g>{U}) GiB for max tokens(?: in paged KV cache)? \((?P<t>\d+)\)")
 });
-/// R-5's form in the C++ runtime of 0.6-0.8: `Allocate 11995709440 bytes for k/v cache.`
-/// and `Using 183040 tokens in paged KV cache.` (`Using 219776 total tokens in paged KV
-/// cache, and 8 blocks per sequence`).
-static KV_ALLOCATE_BYTES: LazyLock<Regex> =
-    LazyLock::new(|| re(r"Allocate (?P<b>\d+) bytes for k/v cache"));
-static KV_TOKENS_USED: LazyLock<Regex> =
-    LazyLock::new(|| re(r"Using (?P<t>\d+) (?:total )?tokens in paged KV cache"));
+/// R-5's two lines in the C++ runtime of 0.6-0.8: `Allocate 11995709440 bytes for k/v
+/// cache.` and `Using 183040 tokens in paged KV cache.` (`Using 219776 total tokens in paged
+/// KV cache, and 8 blocks per sequence`).
+static KV_OLD_FORM: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"Allocate (?P<b>\d+) bytes for k/v cache|Using (?P<t>\d+) (?:total )?tokens in paged KV cache",
+    )
+});
 /// The Triton backend (0.6-0.8) naming the pool's default share when the model config does
 /// not: `kv_cache_free_gpu_mem_fraction is not specified, will use default value of 0.85 or
 /// max_tokens_in_paged_kv_cache`.
@@ -249,7 +250,7 @@ impl Recognizer for TrtLlm {
             return;
         }
 
-        if GATHER_LOGITS.is_match(text) {
+        if text.contains("gather_") && GATHER_LOGITS.is_match(text) {
             out.fact("trtllm.gather_logits", true, None);
         }
         if is_start(text) {
@@ -398,12 +399,10 @@ impl Recognizer for TrtLlm {
                 out.fact("trtllm.kv_tokens", v, Some(sp));
             }
             out.phase(PhaseMark::EngineStartup);
-        } else if let Some(c) = KV_ALLOCATE_BYTES.captures(text) {
+        } else if let Some(c) = KV_OLD_FORM.captures(text) {
             if let Some((v, sp)) = num_of(&c, "b") {
                 out.fact("trtllm.kv_cache_bytes", v, Some(sp));
             }
-            out.phase(PhaseMark::EngineStartup);
-        } else if let Some(c) = KV_TOKENS_USED.captures(text) {
             if let Some((v, sp)) = num_of(&c, "t") {
                 out.fact("trtllm.kv_tokens", v, Some(sp));
             }

@@ -125,39 +125,35 @@ static LOAD_FAILED: LazyLock<Regex> = LazyLock::new(|| {
 /// printed `model.hf_device_map` that places some modules on a GPU (`'model.layers.0': 0`)
 /// and others on `'cpu'` or `'disk'`.
 fn offloaded_to(text: &str) -> Option<&'static str> {
-    let named = |t: &str| match (t.contains("cpu"), t.contains("disk")) {
+    let (cpu, disk) = if let Some(at) = text.find("because they were offloaded to the") {
+        let place = &text[at..];
+        (place.contains("cpu"), place.contains("disk"))
+    } else {
+        let (cpu, disk) = (text.contains("': 'cpu'"), text.contains("': 'disk'"));
+        // Beside them, a module placed on a GPU: a module path (`model.layers.3`,
+        // `transformer.h.0`) or a top-level module's name, not any dict's number
+        // (`{'device': 'cpu', 'batch_size': 8}`).
+        let on_gpu = || {
+            text.match_indices("': ").any(|(at, m)| {
+                let key = text[..at].rsplit('\'').next().unwrap_or("");
+                text[at + m.len()..].starts_with(|c: char| c.is_ascii_digit())
+                    && (key.contains('.')
+                        || ["layer", "embed", "lm_head"]
+                            .iter()
+                            .any(|w| key.contains(w)))
+            })
+        };
+        if !(cpu || disk) || !on_gpu() {
+            return None;
+        }
+        (cpu, disk)
+    };
+    match (cpu, disk) {
         (true, true) => Some("cpu and disk"),
         (true, false) => Some("cpu"),
         (false, true) => Some("disk"),
         (false, false) => None,
-    };
-    if let Some(at) = text.find("because they were offloaded to the") {
-        return named(&text[at..]);
     }
-    if !text.contains('{') {
-        return None;
-    }
-    // A module placed on a GPU: a module path (`model.layers.3`, `transformer.h.0`) or a
-    // top-level module's name, not any dict's number (`{'device': 'cpu', 'batch_size': 8}`).
-    let on_gpu = text.match_indices("': ").any(|(at, m)| {
-        let key = text[..at].rsplit('\'').next().unwrap_or("");
-        text[at + m.len()..].starts_with(|c: char| c.is_ascii_digit())
-            && (key.contains('.')
-                || ["layer", "embed", "lm_head"]
-                    .iter()
-                    .any(|w| key.contains(w)))
-    });
-    let cpu = text.contains("': 'cpu'");
-    let disk = text.contains("': 'disk'");
-    if !on_gpu {
-        return None;
-    }
-    named(match (cpu, disk) {
-        (true, true) => "cpu disk",
-        (true, false) => "cpu",
-        (false, true) => "disk",
-        (false, false) => "",
-    })
 }
 
 /// The training/inference-loop recogniser.

@@ -41,6 +41,7 @@ fn decide_phase(inc: &mut Incident) {
     context_after_weights(inc);
     kv_pool_allocation(inc);
     autosplit_with_cache(inc);
+    distributed_setup(inc);
     if let Some(p) = inc.facts.str("phase").and_then(phase::canonical) {
         if p != id::UNKNOWN {
             inc.phase = p;
@@ -180,6 +181,24 @@ fn autosplit_with_cache(inc: &mut Incident) {
     }
 }
 
+/// DDP's construction (it broadcasts rank 0's parameters and buffers, and checks their shapes
+/// across ranks) or the process group's set-up in the frames: the failure came while the
+/// ranks set up, before any step. Recorded as `phase.distributed_setup`.
+fn distributed_setup(inc: &mut Incident) {
+    const SETUP: &[&str] = &[
+        ":_sync_params_and_buffers",
+        ":_broadcast_coalesced",
+        ":_distributed_broadcast_coalesced",
+        ":_verify_param_shape_across_processes",
+        ":init_process_group",
+    ];
+    let frames = inc.facts.str("phase.frames").unwrap_or("");
+    if SETUP.iter().any(|f| frames.contains(f)) {
+        inc.facts
+            .derive("phase.distributed_setup", true, &["phase.frames"]);
+    }
+}
+
 /// Steps the snapshot counted by the step annotations PyTorch records (`Optimizer.step#`,
 /// `ProfilerStep#`): real completed steps, so a lower bound of how far the run got. Recorded
 /// as `phase.steps_completed` when no other input counted them. Steps guessed from repeating
@@ -292,6 +311,25 @@ mod tests {
         settle_phase(&mut inc);
         assert_eq!(inc.facts.str("phase"), Some("backward"));
         assert_eq!(inc.phase, "backward");
+    }
+
+    /// DDP's construction or the process group's set-up in the frames is the ranks setting up.
+    #[test]
+    fn frames_of_the_ranks_setting_up() {
+        let setup = |frames: &str| {
+            let mut f = Facts::new();
+            f.set("phase.frames", frames, None);
+            let mut inc = incident(f);
+            settle_phase(&mut inc);
+            inc.facts.bool("phase.distributed_setup")
+        };
+        assert_eq!(
+            setup(
+                "distributed.py:_distributed_broadcast_coalesced < distributed.py:_sync_params_and_buffers < distributed.py:__init__ < train.py:<module>"
+            ),
+            Some(true)
+        );
+        assert_eq!(setup("distributed.py:forward < train.py:<module>"), None);
     }
 
     #[test]

@@ -129,6 +129,11 @@ pub const CORE: &[FactDef] = &[
         "The traceback above the failure, innermost frame first, as `file:function` joined by ` < ` (bounded).",
     ),
     fact(
+        "phase.distributed_setup",
+        Unit::Flag,
+        "The traceback is in DDP's construction (its parameter broadcast or shape check) or the process group's set-up: the failure came while the ranks set up, before any step.",
+    ),
+    fact(
         "phase.evidence",
         Unit::Text,
         "The traceback frame or log line that decided the phase.",

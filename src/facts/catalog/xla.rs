@@ -126,6 +126,21 @@ pub const FACTS: &[FactDef] = &[
         "A logical-device memory limit the user set (`LogicalDeviceConfiguration(memory_limit=N)`, MiB).",
     ),
     fact(
+        "tf.memory_fraction",
+        Unit::Ratio,
+        "`per_process_gpu_memory_fraction` as the user set it (TensorFlow 1.x `GPUOptions`): the pool is that share of the card on purpose.",
+    ),
+    fact(
+        "tf.device_total_bytes",
+        Unit::Bytes,
+        "The first GPU's size as TensorFlow found it (`totalMemory: 10.92GiB`, 2.0-2.3 `deviceMemorySize: 10.92GiB`).",
+    ),
+    fact(
+        "tf.device_free_at_start_bytes",
+        Unit::Bytes,
+        "What was free on the first GPU when TensorFlow 1.x started (`freeMemory: 355.44MiB`): memory missing here was held before the process allocated anything.",
+    ),
+    fact(
         "xla.device_total_bytes",
         Unit::Bytes,
         "Derived: device capacity implied by the pool limit and the memory fraction (limit / fraction).",

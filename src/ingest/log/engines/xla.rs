@@ -116,6 +116,20 @@ static TF_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
         r"Created (?:TensorFlow )?device \(?/job:\w+/replica:\d+/task:\d+/device:GPU:(?P<d>\d+) with (?P<n>\d+) MB memory",
     )
 });
+/// TensorFlow's description of a GPU it found: 1.x prints the card's size and what was free
+/// when the process started (`totalMemory: 10.92GiB freeMemory: 355.44MiB`, under `Found
+/// device 0 with properties:`), 2.0-2.3 the size only (`deviceMemorySize: 10.92GiB`).
+static TF_FOUND_MEMORY: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"(?:totalMemory|deviceMemorySize): (?P<t>\d+(?:\.\d+)?\s*[KMGT]i?B)(?: freeMemory: (?P<f>\d+(?:\.\d+)?\s*[KMGT]i?B))?",
+    )
+});
+static TF_FOUND_DEVICE: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"Found device (?P<d>\d+) with properties"));
+/// `per_process_gpu_memory_fraction=0.4` (TensorFlow 1.x's `GPUOptions`): a pool smaller
+/// than the card on purpose.
+static TF_MEMORY_FRACTION: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"per_process_gpu_memory_fraction\s*=\s*(?P<v>\d*\.\d+|1|0)\b"));
 /// How many lines above a failed device allocation an earlier, smaller one is looked for.
 const START_RETRY_LOOKBACK: usize = 12;
 /// A failed device allocation as the stream executor prints it, after `failed to `. ROCm
@@ -174,6 +188,9 @@ impl Recognizer for Xla {
             "XLA backend",
             "Created device",
             "Created TensorFlow device",
+            "totalMemory:",
+            "deviceMemorySize:",
+            "per_process_gpu_memory_fraction",
             "CUDA_ERROR_OUT_OF_MEMORY",
             "cublas handle",
             "cudnn handle",
@@ -508,6 +525,10 @@ impl Recognizer for Xla {
             }
             return;
         }
+        if let Some(c) = TF_FOUND_MEMORY.captures(text) {
+            found_device_memory(line, &c, out);
+            return;
+        }
         if let Some(c) = TF_DEVICE.captures(text) {
             out.engine(id::TENSORFLOW);
             let m = c.name("n").expect("group n");
@@ -547,6 +568,14 @@ impl Recognizer for Xla {
                 _ => {
                     let on = matches!(v.to_ascii_lowercase().as_str(), "true" | "1");
                     out.fact("tf.memory_growth", on, span(&m));
+                }
+            }
+        }
+        if let Some(c) = TF_MEMORY_FRACTION.captures(text) {
+            let m = c.name("v").expect("group v");
+            if let Ok(x) = m.as_str().parse::<f64>() {
+                if x > 0.0 && x <= 1.0 {
+                    out.fact("tf.memory_fraction", x, span(&m));
                 }
             }
         }
@@ -757,6 +786,39 @@ fn tpu_reserve(line: &Line<'_>, text: &str, f: &mut Failure) {
     }
 }
 
+/// The card's size and (TensorFlow 1.x) its free memory when the process started, from a
+/// `Found device N with properties` block. Only the first GPU's (`Found device 0`, where the
+/// line's own block names it): TensorFlow places ops on `GPU:0` unless told otherwise, and a
+/// later device's figures would stand in for the first's.
+fn found_device_memory(line: &Line<'_>, c: &regex::Captures<'_>, out: &mut Emit) {
+    let mut device = TF_FOUND_DEVICE
+        .captures(line.text)
+        .and_then(|d| d["d"].parse::<u32>().ok());
+    if device.is_none() {
+        walk_back(line, 3, |raw| match TF_FOUND_DEVICE.captures(raw) {
+            Some(d) => {
+                device = d["d"].parse::<u32>().ok();
+                false
+            }
+            None => true,
+        });
+    }
+    if device.is_some_and(|d| d != 0) {
+        return;
+    }
+    out.engine(id::TENSORFLOW);
+    let t = c.name("t").expect("group t");
+    let Some(total) = parse_size(t.as_str(), SiBase::Binary) else {
+        return;
+    };
+    out.fact("tf.device_total_bytes", total, span(&t));
+    if let Some(f) = c.name("f") {
+        if let Some(free) = parse_size(f.as_str(), SiBase::Binary).filter(|&b| b <= total) {
+            out.fact("tf.device_free_at_start_bytes", free, span(&f));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -775,6 +837,38 @@ mod tests {
         assert_eq!(
             ev.incidents[0].facts.num("xla.largest_free_block_bytes"),
             Some((1.19 * 1073741824.0f64).round())
+        );
+    }
+
+    /// The first GPU's size and, in 1.x, what was free on it when TensorFlow started; a
+    /// second GPU's block is not read as the first's, and a fraction the user set is read.
+    #[test]
+    fn tf_found_device_gives_the_cards_size_and_free_memory() {
+        let log = "2019-05-07 16:02:12.039911: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1433] Found device 0 with properties: \nname: GeForce GTX 1080 Ti major: 6 minor: 1 memoryClockRate(GHz): 1.582\npciBusID: 0000:02:00.0\ntotalMemory: 10.92GiB freeMemory: 355.44MiB\n2019-05-07 16:02:12.040001: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1433] Found device 1 with properties: \nname: GeForce GTX 1080 Ti major: 6 minor: 1 memoryClockRate(GHz): 1.582\npciBusID: 0000:03:00.0\ntotalMemory: 10.92GiB freeMemory: 10.76GiB\n2019-05-07 16:02:24.890572: W tensorflow/core/framework/op_kernel.cc:1401] OP_REQUIRES failed at conv_ops.cc:446 : Resource exhausted: OOM when allocating tensor with shape[128,64,32,32] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n";
+        let input: InputName = Arc::from("t.log");
+        let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+        let facts = &ev.incidents[0].facts;
+        assert_eq!(
+            facts.num("tf.device_total_bytes"),
+            Some((10.92 * GIB).round())
+        );
+        assert_eq!(
+            facts.num("tf.device_free_at_start_bytes"),
+            Some((355.44 * 1048576.0f64).round())
+        );
+        // TensorFlow 2.0-2.3: the size on the `Found device` line, no free figure.
+        let v2 = "2020-06-01 09:00:00.000000: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1561] Found device 0 with properties: pciBusID: 0000:01:00.0 name: GeForce RTX 2080 Ti computeCapability: 7.5 coreClock: 1.545GHz coreCount: 68 deviceMemorySize: 10.76GiB deviceMemoryBandwidth: 573.69GiB/s";
+        assert_eq!(
+            fact(v2, "tf.device_total_bytes"),
+            Some(Value::Num((10.76 * GIB).round()))
+        );
+        assert_eq!(fact(v2, "tf.device_free_at_start_bytes"), None);
+        assert_eq!(
+            fact(
+                "    gpu_options = tf.GPUOptions(per_process_gpu_memory_fraction=0.3)",
+                "tf.memory_fraction"
+            ),
+            Some(Value::Num(0.3))
         );
     }
 

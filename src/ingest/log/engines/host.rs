@@ -143,8 +143,10 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         // `free`'s row and `top`'s summary (`MiB Mem :`).
         "Mem:",
         "Mem :",
-        // A program's own resident memory (`rss=2655MB`, `RSS: 12.3 GB`, `rss_after=`).
+        // A program's own resident memory (`rss=2655MB`, `RSS: 12.3 GB`, `RSS 1.71 GB`,
+        // `rss_after=`).
         "rss=",
+        "rss ",
         "rss:",
         "rss =",
         "rss_",
@@ -298,7 +300,7 @@ fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
 }
 
 /// A program's own resident memory as scripts log it from psutil or `/proc` (`rss=2655MB`,
-/// `RSS: 12.3 GB`, `rss_after=2.1GiB`), or macOS's measure of it (`footprint=5.31GB`,
+/// `RSS: 12.3 GB`, `RSS 1.71 GB`, `rss_after=2.1GiB`), or macOS's measure of it (`footprint=5.31GB`,
 /// `phys_footprint`, what Activity Monitor shows), with a unit; the last such figure of a
 /// line is its reading (`rss_before=1022MB rss_after=2655MB`). Not the kernel's kill report
 /// (`anon-rss:15451668kB`), nor a figure whose unit is in its key (`rss_mb=1234`). A repro
@@ -307,7 +309,7 @@ fn host_memory_reading(text: &str) -> Option<(f64, f64, (usize, usize))> {
 /// machine's size (`RAM: 32GB`): a reading says used or usage.
 static PROCESS_RSS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)(?:^|[\s,;(\[{|])(?:(?:process[ _]|phys_)?(?:rss|footprint)(?:[ _](?:before|after|now|mem(?:ory)?|usage))?|used[ _]ram|ram[ _](?:used|usage))\s*[:=]\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
+        r"(?i)(?:^|[\s,;(\[{|])(?:(?:process[ _]|phys_)?(?:rss|footprint)(?:[ _](?:before|after|now|mem(?:ory)?|usage))?|used[ _]ram|ram[ _](?:used|usage))(?:\s*[:=]\s*|\s+)(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B|[KMGT])\b",
     )
 });
 
@@ -662,6 +664,11 @@ mod tests {
         assert_eq!(
             rss("round 2 after 200 requests     used RAM:   8712 MB"),
             Some(8712.0 * MIB)
+        );
+        // A notebook's print with the figure after a space.
+        assert_eq!(
+            rss("epoch  25 | loss 0.2852 | RSS 6.06 GB | cuda alloc 0.2 MB"),
+            Some((6.06 * 1024.0 * MIB).round())
         );
         assert_eq!(rss("CPU: 8 cores, RAM: 32GB, GPU: A10 24GB"), None);
         // Before and after on one line: the last is the reading.

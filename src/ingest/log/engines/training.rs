@@ -105,6 +105,12 @@ fn figure_unit(u: &str) -> f64 {
     }
 }
 
+/// A line a monitor prints between rounds (`[Memory monitoring] ... | GPU memory used
+/// 4282 MB`, `gpu_mem_allocated: 3.2GB`): the GPU's memory named as a reading of use, so its
+/// figure is a sample like a progress line's even where no step is printed beside it.
+static GPU_READING: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r"(?i)\bgpu[ _]?mem(?:ory)?[ _](?:allocated|alloc|used|usage)\s*[:=]?\s*\d")
+});
 /// A progress indicator, so a memory figure is a per-step sample and not an accounting line.
 static PROGRESS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
@@ -361,7 +367,7 @@ impl Recognizer for Training {
                     out.reserved_memory_sample(v * unit, Some((r.start(), r.end())));
                 }
             }
-        } else if PROGRESS.is_match(text) {
+        } else if PROGRESS.is_match(text) || GPU_READING.is_match(text) {
             // A bar redrawn in place (tqdm captured to a file) holds every update on one
             // line, each after a `\r`: one sample per update, in order, so the last sample
             // is the latest figure and the rises between updates count.
@@ -625,6 +631,15 @@ mod tests {
             vec![10.5 * 1073741824.0]
         );
         assert!(samples("Available KV cache memory: 3.20 GiB").is_empty());
+        // A monitor's line between rounds names the GPU's memory in use: a reading without
+        // a step beside it. A figure that only names memory is not.
+        assert_eq!(
+            samples(
+                "[Memory monitoring] Free memory CPU 120499.0 MB (4.5 % used) | GPU memory used 4282 MB"
+            ),
+            vec![4282.0 * 1048576.0]
+        );
+        assert!(samples("Of the allocated memory 20.10 GiB is allocated by PyTorch").is_empty());
         // Redrawn in place: one sample per update, in order.
         assert_eq!(
             samples(

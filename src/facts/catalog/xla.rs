@@ -58,7 +58,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "xla.reservable_bytes",
         Unit::Bytes,
-        "The largest buffer the TPU runtime could still place (`... and 10.52G reservable`); below the request while the free memory is above it, the free memory is in pieces.",
+        "The largest buffer the TPU runtime could still place (`... and 10.52G reservable`, `The largest contiguous region of free memory is 314.55M due to fragmentation`); below the request while the free memory is above it, the free memory is in pieces.",
     ),
     fact(
         "xla.program_bytes",

@@ -76,9 +76,18 @@ static TPU_RESERVE: LazyLock<Regex> = LazyLock::new(|| {
         r"Attempting to reserve (?P<r>\d+(?:\.\d+)?)(?P<ru>[KMGT])?B? at the bottom of memory\. That was not possible\. There are (?P<f>\d+(?:\.\d+)?)(?P<fu>[KMGT])?B? free, (?:\d+(?:\.\d+)?[KMGT]?B? reserved, and )?(?P<a>\d+(?:\.\d+)?)(?P<au>[KMGT])?B? reservable",
     )
 });
+/// The TPU runtime's refusal of a buffer: `Attempting to allocate 382.86M. That was not
+/// possible. There are 1.05G free.`, where the free memory was in pieces followed by `The
+/// largest contiguous region of free memory is 314.55M due to fragmentation.` (older runtimes:
+/// `Due to fragmentation, the largest contiguous region of free memory is 314.55M.`).
+static TPU_ALLOCATE: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"Attempting to allocate (?P<r>\d+(?:\.\d+)?)(?P<ru>[KMGT])?B?\. That was not possible\. There are (?P<f>\d+(?:\.\d+)?)(?P<fu>[KMGT])?B? free\.(?: (?:Due to fragmentation, the|The) largest contiguous region of free memory is (?P<a>\d+(?:\.\d+)?)(?P<au>[KMGT])?B?)?",
+    )
+});
 static RESOURCE_EXHAUSTED: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?:XlaRuntimeError|JaxRuntimeError|ResourceExhaustedError|errors_impl\.ResourceExhaustedError)?:?\s*RESOURCE_EXHAUSTED:?\s*(?P<rest>.*)",
+        r"(?:XlaRuntimeError|JaxRuntimeError|ResourceExhaustedError|errors_impl\.ResourceExhaustedError)?:?\s*(?:RESOURCE_EXHAUSTED|Resource exhausted):?\s*(?P<rest>.*)",
     )
 });
 static BFC_HEAD: LazyLock<Regex> = LazyLock::new(|| {
@@ -389,7 +398,10 @@ impl Recognizer for Xla {
             out.failure(xla_failure(line, "cuda-module-load"));
             return;
         }
-        if text.contains("RESOURCE_EXHAUSTED") {
+        // Older TPU runtimes word the status `Resource exhausted:` (TensorFlow's own
+        // `Resource exhausted: OOM when allocating` was read above).
+        if text.contains("RESOURCE_EXHAUSTED") || text.contains("Resource exhausted: Attempting to")
+        {
             // Other RESOURCE_EXHAUSTED texts: only memory ones.
             if let Some(c) = RESOURCE_EXHAUSTED.captures(text) {
                 let rest = c.name("rest").map(|m| m.as_str()).unwrap_or("");
@@ -402,6 +414,8 @@ impl Recognizer for Xla {
                     let mut f = xla_failure(line, "xla-runtime");
                     if l.contains("attempting to reserve") {
                         tpu_reserve(line, text, &mut f);
+                    } else if l.contains("attempting to allocate") {
+                        tpu_allocate(text, &mut f);
                     }
                     out.failure(f);
                 }
@@ -768,6 +782,16 @@ fn tpu_reserve(line: &Line<'_>, text: &str, f: &mut Failure) {
     let Some(c) = TPU_RESERVE.captures(whole.as_ref().map_or(text, |(t, _)| t.as_str())) else {
         return;
     };
+    tpu_figures(&c, whole.is_none(), f);
+}
+
+/// The request, the free memory and the largest run that could still be placed, as the TPU
+/// runtime's reserve and allocate messages give them (groups `r`, `f`, `a` with their units
+/// `ru`, `fu`, `au`); `on_line`: the captures are of the line itself, so their offsets are
+/// spans on it (a joined message's are not).
+fn tpu_figures(c: &regex::Captures<'_>, on_line: bool, f: &mut Failure) {
+    // Only the TPU runtime words its refusals so: the backend `xla_failure` assumed is not it.
+    f.facts.retain(|(n, ..)| *n != "oom.backend");
     f.fact("oom.backend", "tpu", None);
     for (n, u, name) in [
         ("r", "ru", "oom.requested_bytes"),
@@ -775,14 +799,20 @@ fn tpu_reserve(line: &Line<'_>, text: &str, f: &mut Failure) {
         ("a", "au", "xla.reservable_bytes"),
     ] {
         let unit = c.name(u).map_or("B", |m| m.as_str());
-        if let Some(b) = c
+        if let Some((b, m)) = c
             .name(n)
             .and_then(|m| size_bin(m.as_str(), unit).map(|b| (b, m)))
         {
-            // Offsets in a joined message are not the line's.
-            let at = if whole.is_some() { None } else { span(&b.1) };
-            f.fact(name, b.0, at);
+            f.fact(name, b, if on_line { span(&m) } else { None });
         }
+    }
+}
+
+/// The TPU runtime's allocate message's numbers ([`TPU_ALLOCATE`]): the request, the free
+/// memory and, where it names one, the largest run of it that was left in one piece.
+fn tpu_allocate(text: &str, f: &mut Failure) {
+    if let Some(c) = TPU_ALLOCATE.captures(text) {
+        tpu_figures(&c, true, f);
     }
 }
 
@@ -870,6 +900,40 @@ mod tests {
             ),
             Some(Value::Num(0.3))
         );
+    }
+
+    /// The TPU runtime's allocate message, current and older wordings: the request, the free
+    /// memory and the longest free run where it names one.
+    #[test]
+    fn tpu_allocate_message_gives_request_free_and_longest_run() {
+        const MIB: f64 = 1048576.0;
+        for (raw, longest) in [
+            (
+                "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Attempting to allocate 382.86M. That was not possible. There are 1.05G free. The largest contiguous region of free memory is 314.55M due to fragmentation.; (0x0x0_HBM0)",
+                Some(314.55),
+            ),
+            (
+                "RuntimeError: Resource exhausted: Attempting to allocate 382.86M. That was not possible. There are 1.05G free. Due to fragmentation, the largest contiguous region of free memory is 314.55M.; (0x0x0_HBM0)",
+                Some(314.55),
+            ),
+            (
+                "XlaRuntimeError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 382.86M. That was not possible. There are 27.86M free.; (0x0x0_HBM0)",
+                None,
+            ),
+        ] {
+            let f = failure(raw).unwrap_or_else(|| panic!("{raw}"));
+            assert_eq!(f.get("oom.backend"), Some(&Value::str("tpu")), "{raw}");
+            assert_eq!(
+                f.get("oom.requested_bytes").and_then(Value::as_f64),
+                Some((382.86 * MIB).round()),
+                "{raw}"
+            );
+            assert_eq!(
+                f.get("xla.reservable_bytes").and_then(Value::as_f64),
+                longest.map(|m: f64| (m * MIB).round()),
+                "{raw}"
+            );
+        }
     }
 
     const GIB: f64 = 1073741824.0;

@@ -218,6 +218,25 @@ impl LogAnalyzer {
                 self.run_output = true;
                 add_sample(&mut self.context, &DEVICE_SAMPLES, bytes, rec.prov);
             }
+            Observation::PolledMemoryToExit(readings) => {
+                self.run_output = true;
+                // Printed under a failure of this run (a second shell's loop pasted after the
+                // traceback), the readings are the memory of the run that failed: they join
+                // the samples it logged itself where it logged fewer (set-up prints), after
+                // them.
+                let n = readings.len() as f64;
+                let target = match self.incidents.last_mut().filter(|i| {
+                    i.run == self.run
+                        && i.last_line < hit.line_no
+                        && i.facts.num(DEVICE_SAMPLES.samples).unwrap_or(0.0) < n
+                }) {
+                    Some(inc) => &mut inc.facts,
+                    None => &mut self.context,
+                };
+                for bytes in readings {
+                    add_sample(target, &DEVICE_SAMPLES, bytes, rec.prov.clone());
+                }
+            }
             Observation::ReservedMemorySample(bytes) => {
                 self.run_output = true;
                 add_sample(&mut self.context, &RESERVED_SAMPLES, bytes, rec.prov);

@@ -145,6 +145,11 @@ pub enum Observation {
     /// beside `mem alloc 11.9G` in a progress line; Megatron's `reserved: 2158.0`): the
     /// cache, in bytes, aggregated apart from what is in use.
     ReservedMemorySample(f64),
+    /// A polling loop's device-memory readings (`nvidia-smi --query-gpu=... -l N`, in bytes)
+    /// that fell to nothing when the process it watched ended: they span the run up to its
+    /// end, so pasted under the failure they are that run's memory (the readings after the
+    /// fall are left out).
+    PolledMemoryToExit(Vec<f64>),
     /// A launcher (torchrun, DeepSpeed's) named the pid of one of the job's own worker
     /// processes: a process that held the device next to a failing rank may be its sibling.
     WorkerPid(u64),
@@ -238,6 +243,9 @@ impl Emit {
     }
     pub fn memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
         self.push(Observation::MemorySample(bytes), span);
+    }
+    pub fn polled_memory_to_exit(&mut self, readings: Vec<f64>) {
+        self.push(Observation::PolledMemoryToExit(readings), None);
     }
     pub fn reserved_memory_sample(&mut self, bytes: f64, span: Option<(usize, usize)>) {
         self.push(Observation::ReservedMemorySample(bytes), span);

@@ -255,12 +255,30 @@ fn query_series(line: &Line<'_>, fields: &str, out: &mut Emit) {
     if let Some((m, ..)) = open {
         groups.push(m * 1048576.0);
     }
-    if groups.len() >= 3 {
-        for bytes in groups {
-            out.memory_sample(bytes, None);
-        }
+    if groups.len() < 3 {
+        return;
+    }
+    // Readings that fell to nothing after the highest: the process the loop watched ended
+    // there (a crash frees its memory at once). What came before is the run up to its end.
+    let max = groups.iter().copied().fold(0.0, f64::max);
+    let peak_at = groups.iter().position(|&b| b == max).unwrap_or(0);
+    let alive = groups
+        .iter()
+        .rposition(|&b| b >= EXITED_SHARE * max)
+        .map_or(0, |i| i + 1);
+    if alive > peak_at && alive < groups.len() && alive >= 3 {
+        groups.truncate(alive);
+        out.polled_memory_to_exit(groups);
+        return;
+    }
+    for bytes in groups {
+        out.memory_sample(bytes, None);
     }
 }
+
+/// A reading below this share of the series' highest, after it, is the device with the
+/// watched process gone (the CUDA context alone is a few hundred MiB).
+const EXITED_SHARE: f64 = 0.05;
 
 #[cfg(test)]
 mod tests {
@@ -271,7 +289,8 @@ mod tests {
 
     /// A polling loop's readings before the failure: one reading a poll (the fullest GPU),
     /// told apart by the timestamps the loop echoes, a `timestamp` field, or an index that
-    /// comes round again; two polls are not a series, and what follows the error is not read.
+    /// comes round again; two polls are not a series, and what follows the error is not read
+    /// unless its readings end where the process did.
     #[test]
     fn a_polling_loops_readings_are_memory_over_time() {
         const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 39.39 GiB of which 3.06 MiB is free.";
@@ -302,6 +321,12 @@ mod tests {
         // Polled after the crash: the error stops the readings.
         let after = format!("{OOM}\n{looped}");
         assert_eq!(samples(&after).0, None);
+        // Pasted under the failure, but ending where the watched process did (its memory
+        // gone at once): the readings before the fall are the failed run's.
+        let to_exit = format!(
+            "{OOM}\n\nmeanwhile in a second shell:\n{looped}2024/05/01 10:04:00.101, 0 MiB\n"
+        );
+        assert_eq!(samples(&to_exit), (Some(4.0), Some(10301.0 * 1048576.0)));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub const DERIVATIONS: &[Derivation] = &[
     model_weights,
     // Local engines and the host side.
     ollama_alloc_kind,
+    ollama_beside,
     llamacpp_fit,
     ollama_ram_part,
     ollama_fit,
@@ -358,6 +359,20 @@ fn round_down(x: f64, step: f64) -> f64 {
 /// cache"`, `"compute graph"`) before the runner allocates it. When the runner's failed
 /// allocation does not say what it was for, a request the size of exactly one of those parts
 /// (within the layout's one-decimal rounding) is that part.
+/// What an Ollama server held on the GPU (`ollama ps`) when the failure is another
+/// program's: someone else's memory to that program. Ollama's own failure is its models.
+fn ollama_beside(f: &mut Facts) {
+    let own = [f.str("engine"), f.str("failure.engine")]
+        .iter()
+        .any(|e| matches!(*e, Some("ollama") | Some("llama.cpp")));
+    if own {
+        return;
+    }
+    if let Some(b) = f.num("ollama.resident_gpu_bytes").filter(|&b| b > 0.0) {
+        f.derive("ollama.beside_bytes", b, &["ollama.resident_gpu_bytes"]);
+    }
+}
+
 fn ollama_alloc_kind(f: &mut Facts) {
     if f.str("llamacpp.alloc_kind").is_some_and(|k| k != "unknown") {
         return;

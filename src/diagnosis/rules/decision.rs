@@ -563,7 +563,8 @@ pub fn gate_implies(gate: &str, signal: &str) -> bool {
 /// framework being PyTorch and the presence of the allocator message's own fields do not
 /// count. Among the applicable rules of one cause the most specific explains the incident
 /// (its summary and fixes), so an engine's or a phase's own rule is not displaced by a
-/// framework-wide one; equally specific rules are ordered by their evidence.
+/// framework-wide one; equally specific rules are ordered by their evidence. A disjunction
+/// is only as narrow as its broadest alternative.
 pub fn specificity(gate: &str) -> u32 {
     const ENGINE_FACTS: &[&str] = &[
         "vllm.",
@@ -584,6 +585,10 @@ pub fn specificity(gate: &str) -> u32 {
         .iter()
         .filter(|c| !c.contains("!=") && !c.starts_with("not "))
         .map(|c| {
+            let alternatives = split_top(c, "or");
+            if alternatives.len() > 1 {
+                return alternatives.into_iter().map(specificity).min().unwrap_or(0);
+            }
             let c = c.replace(' ', "");
             let generic = c.starts_with("failure.kind==")
                 || c == "failure.engine=='pytorch'"
@@ -599,6 +604,34 @@ pub fn specificity(gate: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The allocator message's fields and the kind count for nothing; an engine's own fact
+    /// counts twice; a disjunction counts as its broadest alternative.
+    #[test]
+    fn specificity_of_a_gate() {
+        assert_eq!(
+            specificity(
+                "failure.engine == 'pytorch' and failure.kind == 'device-oom' and has(oom.total_bytes)"
+            ),
+            0
+        );
+        assert_eq!(
+            specificity("engine == 'comfyui' and comfyui.load == 'partial'"),
+            3
+        );
+        assert_eq!(
+            specificity(
+                "failure.kind == 'device-oom' and (has(oom.total_bytes) or has(ollama.beside_bytes))"
+            ),
+            0
+        );
+        assert_eq!(
+            specificity(
+                "(comfyui.load == 'partial' or comfyui.load == 'lowvram') and phase == 'model-load'"
+            ),
+            3
+        );
+    }
 
     #[test]
     fn the_builtin_model_loads() {

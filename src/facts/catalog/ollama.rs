@@ -6,6 +6,16 @@ use crate::facts::evidence::Unit;
 /// Facts read from Ollama's server log.
 pub const FACTS: &[FactDef] = &[
     fact(
+        "ollama.resident_gpu_bytes",
+        Unit::Bytes,
+        "GPU memory of the models `ollama ps` lists as loaded (each model's size times its GPU share: `100% GPU`, `48%/52% CPU/GPU`).",
+    ),
+    fact(
+        "ollama.beside_bytes",
+        Unit::Bytes,
+        "Derived: what `ollama ps` shows the Ollama server holding on the GPU when the failure is another program's (a ComfyUI or PyTorch job beside it): memory held outside that program.",
+    ),
+    fact(
         "ollama.version",
         Unit::Text,
         "Ollama version (`Listening on ... (version 0.5.7)`).",

@@ -37,7 +37,8 @@ pub const SAME_DEATH_WINDOW: u64 = 30;
 pub const TRAILER_WINDOW: u64 = 6;
 /// The same for what people paste under the error from a tool they ran after it: PyTorch's
 /// allocator statistics (`torch.stats.*`: `memory_summary()` is a table of 30 to 60 lines,
-/// printed in the `except` block or pasted below), Windows' `systeminfo` memory lines.
+/// printed in the `except` block or pasted below), Windows' `systeminfo` memory lines, the
+/// models `ollama ps` lists.
 pub const STATS_TRAILER_WINDOW: u64 = 80;
 
 /// How far below a failure a fact still describes it.
@@ -45,7 +46,10 @@ fn trailer_window(fact: &str) -> u64 {
     if fact.starts_with("torch.stats.")
         || matches!(
             fact,
-            "host.commit_limit_bytes" | "host.committed_bytes" | "host.total_ram_bytes"
+            "host.commit_limit_bytes"
+                | "host.committed_bytes"
+                | "host.total_ram_bytes"
+                | "ollama.resident_gpu_bytes"
         )
     {
         STATS_TRAILER_WINDOW

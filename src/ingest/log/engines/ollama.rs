@@ -18,6 +18,7 @@ use regex::Regex;
 use super::llamacpp::command_line;
 use super::local::{human_bytes, slog_pairs, span};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
+use crate::facts::units::SiBase;
 use crate::ingest::log::pattern::static_regex;
 
 static SYSTEM_MEMORY_ERR: LazyLock<Regex> = LazyLock::new(|| {
@@ -51,6 +52,16 @@ static CONNECTION_LOST: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// Memory words in a runner error that make it an OOM.
+/// `ollama ps`'s table: `NAME  ID  SIZE  PROCESSOR  [CONTEXT]  UNTIL`, then a row per model
+/// the server holds (`mistral-nemo:12b  4f8b1a53a2c0  11 GB  100% GPU  4 minutes from now`;
+/// a split model `48%/52% CPU/GPU`).
+static PS_HEADER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^NAME\s+ID\s+SIZE\s+PROCESSOR\s+(?:CONTEXT\s+)?UNTIL\b"));
+static PS_ROW: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"^\S+\s+[0-9a-f]{12}\s+(?P<size>\d+(?:\.\d+)?\s*[KMGT]?B)\s+(?:100% (?P<whole>GPU|CPU)|(?P<cpu>\d+)%/(?P<gpu>\d+)% CPU/GPU)\b",
+    )
+});
 static OOM_WORDS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
         r"(?i)out of memory|out of device memory|malloc failed|failed to allocate|unable to allocate|allocation failed|not enough memory|insufficient memory|erroroutofdevicememory|erroroutofmemory",
@@ -78,6 +89,8 @@ impl Recognizer for Ollama {
             "ollama runner",
             "ollama_llama_server",
             "KvSize:",
+            // `ollama ps`'s header.
+            "PROCESSOR",
             "\": EOF",
             // The CLI's `Error: Post ".../api/chat": unexpected EOF` when the runner died.
             "\": unexpected EOF",
@@ -86,6 +99,10 @@ impl Recognizer for Ollama {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if PS_HEADER.is_match(text.trim()) {
+            ps_table(line, out);
+            return;
+        }
         // Errors can arrive outside slog lines too (the CLI's `Error: ...`, JSON API bodies).
         if let Some(c) = SYSTEM_MEMORY_ERR.captures(text) {
             out.engine(id::OLLAMA);
@@ -729,6 +746,33 @@ fn runner_command_at(cmd: &str, offset: usize, _line: &str, out: &mut Emit) {
     }
 }
 
+/// The models `ollama ps` lists as resident, and how much of them is on the GPU: memory the
+/// Ollama server holds whatever else runs on the card (a ComfyUI prompt-writer node, a second
+/// server). Not the engine's own announcement: the fact alone, the log's engine unchanged.
+fn ps_table(line: &Line<'_>, out: &mut Emit) {
+    let mut on_gpu = 0.0;
+    let mut rows = 0;
+    super::local::walk_forward(line, 16, |raw| {
+        let Some(c) = PS_ROW.captures(raw.trim()) else {
+            return false;
+        };
+        let share = match c.name("whole").map(|m| m.as_str()) {
+            Some("GPU") => 1.0,
+            Some(_) => 0.0,
+            None => c["gpu"].parse::<f64>().unwrap_or(0.0) / 100.0,
+        };
+        // Ollama's sizes are decimal (its `format.HumanBytes`: GB = 10^9 bytes).
+        if let Some(b) = crate::facts::units::parse_size(&c["size"], SiBase::Decimal) {
+            on_gpu += b as f64 * share;
+            rows += 1;
+        }
+        true
+    });
+    if rows > 0 {
+        out.fact("ollama.resident_gpu_bytes", on_gpu.round(), None);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -764,6 +808,20 @@ mod tests {
     }
 
     /// The estimate lines of every era and the inventory lines.
+    /// `ollama ps`: each model's size times its GPU share, the log's engine left alone.
+    #[test]
+    fn ollama_ps_gives_what_the_server_holds_on_the_gpu() {
+        let log = "got prompt\n$ ollama ps\nNAME                 ID              SIZE      PROCESSOR          UNTIL\nllama3.1:8b          46e0c10c039e    9.6 GB    100% GPU           4 minutes from now\nqwen2.5:14b          7cdf5a0187d5    12 GB     48%/52% CPU/GPU    Forever\nnomic-embed-text     0a109f422b47    0.8 GB    100% CPU           2 minutes from now\n";
+        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
+        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+            .unwrap()
+            .0;
+        let held = ev.context.num("ollama.resident_gpu_bytes").unwrap();
+        let want = 9.6e9 + 0.52 * 12e9;
+        assert!((held - want).abs() < 1e6, "{held} vs {want}");
+        assert_eq!(ev.context.str("engine"), None);
+    }
+
     #[test]
     fn every_estimate_era() {
         let v1 = r#"time=2024-05-01T10:00:00.000Z level=INFO source=memory.go:127 msg="offload to gpu" layers.requested=-1 layers.real=33 memory.available="23.1 GiB" memory.required.full="5.4 GiB" memory.required.partial="5.4 GiB" memory.required.kv="1.0 GiB" memory.weights.total="3.9 GiB" memory.weights.repeating="3.5 GiB" memory.weights.nonrepeating="411.0 MiB" memory.graph.full="560.0 MiB" memory.graph.partial="585.0 MiB""#;

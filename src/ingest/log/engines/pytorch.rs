@@ -78,9 +78,13 @@ static MODERN_UNALLOC: LazyLock<Regex> = LazyLock::new(|| {
         r"(?P<unalloc>{SIZE}) is reserved by PyTorch but unallocated"
     ))
 });
+/// PyTorch before 2.1 (and Ascend's, Cambricon's, Moore Threads' builds): `(GPU 0; 7.92 GiB
+/// total capacity; 6.91 GiB already allocated; 98.56 MiB free; 7.02 GiB reserved in total by
+/// PyTorch)`. Intel's extension (IPEX before 2.1) leaves out the free figure: `(GPU 0; 15.56
+/// GiB total capacity; 176.00 MiB already allocated; 176.00 MiB reserved in total by PyTorch)`.
 static LEGACY: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(&format!(
-        r"\((?:GPU|NPU|XPU|MLU|MUSA)\s+(?P<dev>\d+);\s*(?P<total>{SIZE}) total capacity;\s*(?P<alloc>{SIZE}) already allocated;(?:\s*{SIZE} current active;)?\s*(?P<free>{SIZE}) free;(?:\s*(?P<allowed>{SIZE}) allowed;)?\s*(?P<reserved>{SIZE}) (?P<word>reserved in total by PyTorch|cached)\)"
+        r"\((?:GPU|NPU|XPU|MLU|MUSA)\s+(?P<dev>\d+);\s*(?P<total>{SIZE}) total capacity;\s*(?P<alloc>{SIZE}) already allocated;(?:\s*{SIZE} current active;)?(?:\s*(?P<free>{SIZE}) free;)?(?:\s*(?P<allowed>{SIZE}) allowed;)?\s*(?P<reserved>{SIZE}) (?P<word>reserved in total by PyTorch|cached)\)"
     ))
 });
 static MPS: LazyLock<Regex> = LazyLock::new(|| {
@@ -1023,6 +1027,13 @@ mod tests {
 
     #[test]
     fn a_fragment_without_the_exception_name() {
+        // Intel's extension before 2.1 prints no free figure.
+        let x = parse_allocator_oom("Tried to allocate 158.00 MiB (GPU 0; 15.11 GiB total capacity; 13.21 GiB already allocated; 14.98 GiB reserved in total by PyTorch)").expect("ipex legacy fragment");
+        assert!(close(
+            num(&x, "oom.reserved_unallocated_bytes"),
+            (14.98 - 13.21) * GIB
+        ));
+        assert!(x.get("oom.free_bytes").is_none());
         let f = parse_allocator_oom("Tried to allocate 216.00 MiB (GPU 0; 7.92 GiB total capacity; 6.91 GiB already allocated; 98.56 MiB free; 7.02 GiB reserved in total by PyTorch)").expect("legacy fragment");
         assert!(close(num(&f, "oom.requested_bytes"), 216.0 * 1048576.0));
         assert!(close(num(&f, "oom.total_bytes"), 7.92 * 1073741824.0));

@@ -147,6 +147,8 @@ static HOST_ANCHORS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
         // `rss_after=`).
         "rss=",
         "rss ",
+        // `ps`'s header (`PID   RSS ...`, `ps aux`'s `VSZ   RSS TTY`).
+        " RSS",
         "rss:",
         "rss =",
         "rss_",
@@ -313,6 +315,56 @@ static PROCESS_RSS: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// `ps`'s header with a resident-size column (`ps aux`: `USER PID %CPU %MEM VSZ RSS TTY ...`;
+/// `ps -o pid,rss,etime,args`: `PID RSS ELAPSED COMMAND`).
+static PS_HEADER: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^\s*(?:USER\s+)?PID\b.*\sRSS\b"));
+/// How far below a `ps` header its rows are looked for: a loop that prints the header once
+/// and its rows every poll, with other readings between them.
+const PS_ROWS_LINES: usize = 600;
+
+/// A `ps` table polled over the run: each row's resident size (KiB) by pid. The process
+/// whose size grew the most over three polls or more is the run's (a server beside a steady
+/// worker); its readings are the program's own resident memory, as a script's `rss=` lines.
+fn ps_rss_series(line: &Line<'_>, out: &mut Emit) {
+    let header: Vec<&str> = line.text.split_whitespace().collect();
+    let (Some(pid_at), Some(rss_at)) = (
+        header.iter().position(|h| *h == "PID"),
+        header.iter().position(|h| *h == "RSS"),
+    ) else {
+        return;
+    };
+    // pid -> readings in order, at most a few processes.
+    let mut series: Vec<(u64, Vec<f64>)> = Vec::new();
+    super::local::walk_forward(line, PS_ROWS_LINES, |raw| {
+        let cells: Vec<&str> = raw.split_whitespace().collect();
+        if cells.len() < header.len().min(rss_at + 2) {
+            return true;
+        }
+        let (Ok(pid), Ok(kib)) = (cells[pid_at].parse::<u64>(), cells[rss_at].parse::<u64>())
+        else {
+            return true;
+        };
+        let bytes = kib as f64 * 1024.0;
+        if let Some((_, r)) = series.iter_mut().find(|(p, _)| *p == pid) {
+            r.push(bytes);
+        } else if series.len() < 16 {
+            series.push((pid, vec![bytes]));
+        }
+        true
+    });
+    let grown = |r: &Vec<f64>| r.last().unwrap_or(&0.0) - r.first().unwrap_or(&0.0);
+    if let Some((_, readings)) = series
+        .iter()
+        .filter(|(_, r)| r.len() >= 3)
+        .max_by(|a, b| grown(&a.1).total_cmp(&grown(&b.1)))
+    {
+        for &b in readings {
+            out.process_memory_sample(b, None);
+        }
+    }
+}
+
 /// A SIGKILL that someone else reports (a runner's exit code 137, a parent's `died with
 /// <Signals.SIGKILL: 9>`), its killer unnamed: the restatement of a kill that the kernel's or
 /// the shell's own report, where the log has one, tells better.
@@ -338,6 +390,10 @@ impl Recognizer for Host {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
+        if PS_HEADER.is_match(text) {
+            ps_rss_series(line, out);
+            return;
+        }
         if let Some((used, total, span)) = host_memory_reading(text) {
             out.host_memory_sample(used, total, Some(span));
             return;
@@ -647,6 +703,26 @@ mod tests {
                 Observation::ProcessMemorySample(b) => Some(b),
                 _ => None,
             })
+    }
+
+    /// A `ps` table polled with its header once: the process that grew is the one read, in
+    /// KiB, whatever else is printed between the polls.
+    #[test]
+    fn a_polled_ps_table_gives_the_growing_process() {
+        let log = "$ while true; do date; ps -o pid,rss,etime,args -p 4101,4102; free -g; sleep 600; done\n10:00\n    PID   RSS     ELAPSED COMMAND\n   4101 1048576   00:10 node server.js\n   4102 2097152   00:09 worker --gpu\n10:10\n   4101 3145728   10:10 node server.js\n   4102 2097152   10:09 worker --gpu\nMem:  62  9  40  0  13  52\n10:20\n   4101 6291456   20:10 node server.js\n   4102 2097200   20:09 worker --gpu\n";
+        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
+        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+            .unwrap()
+            .0;
+        assert_eq!(ev.context.num("host.rss_samples"), Some(3.0));
+        assert_eq!(
+            ev.context.num("host.rss_first_bytes"),
+            Some(1024.0 * 1048576.0)
+        );
+        assert_eq!(
+            ev.context.num("host.rss_last_bytes"),
+            Some(6.0 * 1024.0 * 1048576.0)
+        );
     }
 
     #[test]

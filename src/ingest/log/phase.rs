@@ -315,6 +315,10 @@ static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LOSS_LOG: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d"));
+/// A loss line that starts with its step (`print(f"{it:5d} loss {loss:.5f}")`: `  6300 loss
+/// 0.04810`): the number before the loss is the step.
+static LEADING_STEP: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"^\s*(?P<n>\d{1,8})\s+(?:train_)?loss\b"));
 
 /// The progress counter of a line, which may be a bar redrawn in place: captured to a file,
 /// such a bar is one line of `\r`-separated updates (`0/500 [...]\r5/500 [...]\r...\r300/500
@@ -776,7 +780,10 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
         if may.loss && LOSS_LOG.is_match(t) {
             saw_loss_log = true;
             progress = true;
-            steps = Some(steps.unwrap_or(1).max(1));
+            let leading = LEADING_STEP
+                .captures(t)
+                .and_then(|c| c["n"].parse::<u64>().ok());
+            steps = Some(steps.unwrap_or(1).max(leading.unwrap_or(1)).max(1));
         }
         // Not a setting that names the epoch as a unit (`Num batches each epoch = 3`,
         // `steps per epoch: 100`): those are sizes, not a count of epochs done.
@@ -1458,6 +1465,16 @@ Traceback (most recent call last):\n\
             .training_loop
         );
         assert!(!decide(&pre("lossless 3 files"), None).training_loop);
+    }
+
+    /// A loss line that starts with its step counts that step; a number elsewhere on a loss
+    /// line does not.
+    #[test]
+    fn a_step_printed_before_its_loss() {
+        let d = decide(&pre("   20 loss 0.84517\n 6300 loss 0.04810"), None);
+        assert_eq!(d.steps_completed, Some(6300));
+        let d = decide(&pre("batch of 64 loss 0.5"), None);
+        assert_eq!(d.steps_completed, Some(1));
     }
 
     #[test]

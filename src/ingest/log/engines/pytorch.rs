@@ -780,6 +780,20 @@ pub fn parse_allocator_oom(text: &str) -> Option<Failure> {
         if allocator_figures(text, &mut f) {
             wording = "torch-2.4+";
         }
+        // NVML's figure for this process below what PyTorch itself holds is not this
+        // process: NVML cannot see it (a container's own pid namespace, WSL), and reports 0
+        // bytes or a stranger's use. Read as this process's, it would make everything
+        // PyTorch holds someone else's.
+        let num = |f: &Failure, n: &str| f.get(n).and_then(Value::as_f64);
+        if let (Some(used), Some(alloc)) = (
+            num(&f, "oom.self_used_bytes"),
+            num(&f, "oom.allocated_bytes"),
+        ) {
+            let held = alloc + num(&f, "oom.reserved_unallocated_bytes").unwrap_or(0.0);
+            if used < 0.9 * held {
+                f.facts.retain(|(n, ..)| *n != "oom.self_used_bytes");
+            }
+        }
         let exc = head.name("exc").map(|m| m.as_str()).unwrap_or("");
         if exc == "torch.OutOfMemoryError"
             || text.contains("PYTORCH_ALLOC_CONF")
@@ -1237,6 +1251,20 @@ mod tests {
             "RuntimeError: CUDA out of memory. Tried to allocate 1.48 GiB (GPU 0; 8.00 GiB total capacity; 2.60 GiB already allocated; 282.65 MiB free; 3.32 GiB cached)",
         );
         assert!(close(num(&f, "oom.reserved_unallocated_bytes"), 3.32 * GIB));
+    }
+
+    /// NVML blind to this process (a container's pid namespace): `this process has 0 bytes
+    /// memory in use` under 20 GiB that PyTorch itself holds is no figure for this process.
+    #[test]
+    fn nvml_blind_to_this_process_is_not_its_use() {
+        let f = failure(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of 21.99 GiB of which 759.38 MiB is free. Including non-PyTorch memory, this process has 0 bytes memory in use. Of the allocated memory 20.52 GiB is allocated by PyTorch, and 102.08 MiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(num(&f, "oom.self_used_bytes"), None);
+        let f = failure(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB. GPU 0 has a total capacity of 21.99 GiB of which 759.38 MiB is free. Including non-PyTorch memory, this process has 21.21 GiB memory in use. Of the allocated memory 20.52 GiB is allocated by PyTorch, and 102.08 MiB is reserved by PyTorch but unallocated.",
+        );
+        assert!(close(num(&f, "oom.self_used_bytes"), 21.21 * GIB));
     }
 
     #[test]

@@ -40,7 +40,7 @@
 //!   allocate N bytes.` (2023-24), `[metal::malloc] Unable to allocate N bytes.` and `[malloc]
 //!   Unable to allocate N bytes.` (later); one array larger than the largest buffer Metal
 //!   allows, `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum
-//!   allowed buffer size of M bytes.`; and a command buffer the GPU could not back, `[METAL]
+//!   allowed buffer size of M bytes.` (bare, as a `std::runtime_error`, in 2024's releases); and a command buffer the GPU could not back, `[METAL]
 //!   Command buffer execution failed: Insufficient Memory (...OutOfMemory)` (llama.cpp's
 //!   Metal failure has the same code after its own `ggml_metal` words).
 //!
@@ -183,7 +183,7 @@ static MLX_MODEL_NEAR_LIMIT: LazyLock<Regex> = LazyLock::new(|| {
 /// One array larger than Metal's largest buffer, read whole across a hard wrap.
 static MLX_BUFFER_CAP: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"\[metal::malloc\] Attempting to\s+allocate\s+(?P<req>\d+)\s+bytes\s+which\s+is\s+greater\s+than\s+the\s+maximum\s+allowed\s+buffer\s+size\s+of\s+(?P<cap>\d+)\s+bytes",
+        r"(?:\[metal::malloc\] )?Attempting to\s+allocate\s+(?P<req>\d+)\s+bytes\s+which\s+is\s+greater\s+than\s+the\s+maximum\s+allowed\s+buffer\s+size\s+of\s+(?P<cap>\d+)\s+bytes",
     )
 });
 /// The MLX tool a command line runs: MLX-LM's `mlx_lm.lora` / `python -m mlx_lm lora` (and
@@ -267,6 +267,7 @@ impl Recognizer for Runtimes {
             "lora.py",
             "] Unable to allocate",
             "[metal::malloc]",
+            "maximum allowed buffer size",
             "[METAL] Command buffer execution failed",
             "close to the maximum recommended size",
         ]
@@ -614,7 +615,12 @@ fn mlx_failure(line: &Line<'_>, out: &mut Emit) -> Option<Failure> {
         bytes_fact(&mut f, "oom.requested_bytes", &c, "req");
         return Some(f);
     }
-    if let Some((whole, used)) = whole_message(line, "[metal::malloc]", &MLX_BUFFER_CAP) {
+    // Before MLX named the allocator (`[metal::malloc] `), the same words came bare, as a
+    // `std::runtime_error` that ended the process (`libc++abi: terminating due to uncaught
+    // exception of type std::runtime_error: Attempting to allocate ...`).
+    if let Some((whole, used)) = whole_message(line, "[metal::malloc]", &MLX_BUFFER_CAP)
+        .or_else(|| whole_message(line, "Attempting to allocate", &MLX_BUFFER_CAP))
+    {
         let mut f = metal_oom();
         let c = MLX_BUFFER_CAP
             .captures(&whole)
@@ -694,6 +700,12 @@ mod tests {
                 "ValueError: [metal::malloc] Attempting to allocate 134767706112 bytes which is greater than the maximum allowed buffer size of 86586540032 bytes.",
                 Some(134767706112.0),
                 Some(86586540032.0),
+            ),
+            // Before the allocator's name was printed with it.
+            (
+                "libc++abi: terminating due to uncaught exception of type std::runtime_error: Attempting to allocate 18270388224 bytes which is greater than the maximum allowed buffer size of 17179869184 bytes.",
+                Some(18270388224.0),
+                Some(17179869184.0),
             ),
             (
                 "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",

@@ -315,6 +315,12 @@ static EVALUATION_ROUND: LazyLock<Regex> = LazyLock::new(|| {
 });
 static LOSS_LOG: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"\{'loss': |\b(?:train_)?loss\s*[=:]?\s*\d"));
+/// A script reporting that a model finished loading.
+static LOAD_DONE: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"(?i)\bmodel loaded (?:in|successfully)\b|\b(?:done|finished) loading (?:the )?model\b|\bloaded (?:the )?model in\b",
+    )
+});
 /// A loss line that starts with its step (`print(f"{it:5d} loss {loss:.5f}")`: `  6300 loss
 /// 0.04810`): the number before the loss is the step.
 static LEADING_STEP: LazyLock<Regex> =
@@ -938,7 +944,15 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     // installed package, or another file than the script's own (the outermost frame's),
     // such as a checkout run from its source tree.
     if let Some((mark, distance)) = marker {
-        let progress_after = last_progress_distance.is_some_and(|d| d < distance);
+        // A script saying the load it announced has finished (`Model loaded in 6.41s`,
+        // `Done loading model in 61.8 seconds`) below the marker: what failed came after.
+        let load_done_after = of_mark(mark) == id::MODEL_LOAD
+            && preceding
+                .iter()
+                .take((distance as usize).saturating_sub(1))
+                .any(|l| LOAD_DONE.is_match(&l.text));
+        let progress_after =
+            load_done_after || last_progress_distance.is_some_and(|d| d < distance);
         // A launcher's own frames (accelerate's `launch`, torchrun, a `subprocess` call) are
         // the parent that waited for the script's process, not where the failure was: a
         // parent's traceback over a child's death shows nothing of the child.
@@ -1465,6 +1479,18 @@ Traceback (most recent call last):\n\
             .training_loop
         );
         assert!(!decide(&pre("lossless 3 files"), None).training_loop);
+    }
+
+    /// A load marker the script itself closed (`Model loaded in 6.41s`) is not where a
+    /// later failure was; one it did not close still is.
+    #[test]
+    fn a_load_the_script_says_finished() {
+        let open = "[INFO] Loading model llama3 from ~/.cache ...\n[INFO] Prompt tokens: 16896";
+        let d = decide(&pre(open), Some((PhaseMark::ModelLoad, 2)));
+        assert_eq!(d.phase, id::MODEL_LOAD);
+        let closed = "[INFO] Loading model llama3 from ~/.cache ...\n[INFO] Model loaded in 6.41s (8.03B params)\n[INFO] Prompt tokens: 16896";
+        let d = decide(&pre(closed), Some((PhaseMark::ModelLoad, 3)));
+        assert_ne!(d.phase, id::MODEL_LOAD);
     }
 
     /// A loss line that starts with its step counts that step; a number elsewhere on a loss

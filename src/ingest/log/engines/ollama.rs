@@ -502,6 +502,9 @@ impl Recognizer for Ollama {
         }
         if m.contains("existing loaded models") || m.contains("evicting") {
             out.fact("ollama.other_models_loaded", true, Some(msg.span));
+            // `updated VRAM based on existing loaded models ... total="23.6 GiB"
+            // available="1.9 GiB"`: the card's size beside what the loaded models left.
+            set_bytes(out, "ollama.gpu_total_bytes", "total");
             return;
         }
         if m.contains("truncating input prompt") {
@@ -988,6 +991,14 @@ mod tests {
         );
         // Look-alikes.
         assert!(failure(r#"msg="updated VRAM based on existing loaded models" gpu=GPU-1 library=cuda total="23.6 GiB" available="10.0 GiB""#).is_none());
+        // ... but it gives the card's size, beside what the loaded models left of it.
+        assert!(close(
+            fact(
+                r#"time=2025-11-25T06:43:58.402+02:00 level=INFO source=sched.go:543 msg="updated VRAM based on existing loaded models" gpu=GPU-1 library=CUDA total="23.6 GiB" available="1.9 GiB""#,
+                "ollama.gpu_total_bytes"
+            ),
+            23.6 * GIB
+        ));
         assert!(failure(r#"level=INFO source=sched.go:1 msg="model requires more system memory than is currently available, evicting a model to make space" required=1 free=2"#).is_none());
         assert!(
             failure(r#"level=INFO source=server.go:1 msg="llama runner started in 3.01 seconds""#)

@@ -260,13 +260,14 @@ fn query_series(line: &Line<'_>, fields: &str, out: &mut Emit) {
     }
     // Readings that fell to nothing after the highest: the process the loop watched ended
     // there (a crash frees its memory at once). What came before is the run up to its end.
+    // (The last reading above that share is at or after the highest, so what is cut is
+    // always after it.)
     let max = groups.iter().copied().fold(0.0, f64::max);
-    let peak_at = groups.iter().position(|&b| b == max).unwrap_or(0);
     let alive = groups
         .iter()
         .rposition(|&b| b >= EXITED_SHARE * max)
         .map_or(0, |i| i + 1);
-    if alive > peak_at && alive < groups.len() && alive >= 3 {
+    if alive < groups.len() && alive >= 3 {
         groups.truncate(alive);
         out.polled_memory_to_exit(groups);
         return;

@@ -1019,8 +1019,8 @@ fn measured_share(part: f64, whole: f64) -> Option<f64> {
 
 /// TensorRT-LLM: the KV pool's share of the free memory when the log shows the runtime but not
 /// the setting: the pool it allocated over the memory it found free (`available: 57.12 GiB`,
-/// `Allocated 45.69 GiB for max tokens`: 0.8, as an example server sets it), else the
-/// default (0.9); and KV tokens from blocks.
+/// `Allocated 45.69 GiB for max tokens`: 0.8, as an example server sets it); and KV tokens
+/// from blocks.
 fn trtllm(f: &mut Facts) {
     if !f.contains("trtllm.free_gpu_memory_fraction") {
         let measured = match (
@@ -1036,9 +1036,10 @@ fn trtllm(f: &mut Facts) {
                 r,
                 &["trtllm.kv_cache_bytes", "trtllm.free_after_weights_bytes"],
             );
-        } else if f.contains("trtllm.version") {
-            f.derive("trtllm.free_gpu_memory_fraction", 0.9, &["trtllm.version"]);
         }
+        // Not the default from the version alone: a version line is no evidence that a KV pool
+        // was sized (TensorRT-LLM's Python runtime before 0.8 has none); rules take 0.9 where
+        // the share is not known.
     }
     if !f.contains("trtllm.kv_tokens") {
         if let (Some(b), Some(t)) = (f.num("trtllm.kv_blocks"), f.num("trtllm.tokens_per_block")) {
@@ -1178,7 +1179,7 @@ mod tests {
         let mut f = Facts::new();
         f.set("trtllm.version", "0.14.0", None);
         derive(&mut f);
-        assert_eq!(f.num("trtllm.free_gpu_memory_fraction"), Some(0.9));
+        assert_eq!(f.num("trtllm.free_gpu_memory_fraction"), None);
     }
 
     #[test]

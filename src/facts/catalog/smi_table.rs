@@ -13,7 +13,12 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "smi.query_total_bytes",
         Unit::Bytes,
-        "memory.total of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed, or the one device row of a pasted `nvidia-smi` table.",
+        "memory.total of the GPU an `nvidia-smi --query-gpu=...` pasted into the log listed (of all its GPUs where they are one size), or the one device row of a pasted `nvidia-smi` table.",
+    ),
+    fact(
+        "smi.query_gpus",
+        Unit::Count,
+        "How many GPUs the rows of a pasted `nvidia-smi --query-gpu=...` or the device rows of a pasted `nvidia-smi` table listed.",
     ),
     fact(
         "smi.used_before_start_bytes",

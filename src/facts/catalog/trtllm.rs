@@ -122,6 +122,11 @@ pub const FACTS: &[FactDef] = &[
         "PyTorch backend: free memory before that component's creation was attempted.",
     ),
     fact(
+        "trtllm.held_elsewhere_at_init_bytes",
+        Unit::Bytes,
+        "The device's use when TensorRT first initialised a library (`[MemUsageChange] Init CUDA` / `Init cuBLAS/cuBLASLt ... now: GPU N (MiB)`, the driver's count), less this process's engine and the library's own share: memory another process held.",
+    ),
+    fact(
         "trtllm.free_memory_bytes",
         Unit::Bytes,
         "Free device memory a cuBLAS handle failure reported.",

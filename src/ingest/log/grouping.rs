@@ -57,6 +57,13 @@ fn trailer_window(fact: &str) -> u64 {
         TRAILER_WINDOW
     }
 }
+/// A card's size does not change while a run goes on: printed anywhere in the failed run, even
+/// long after the error (an `nvidia-smi` table pasted at the end of the report), one GPU's
+/// size is the size of the device that failed. (Of several GPUs' one size, not: a model split
+/// across them is measured against them all.)
+fn is_card_size(fact: &str) -> bool {
+    fact == "smi.query_total_bytes"
+}
 /// A start this many lines below a failure, of a run that printed nothing but its
 /// configuration, is the failed run's own command pasted under its traceback (see
 /// [`LogAnalyzer::finish`]).
@@ -181,6 +188,14 @@ impl LogAnalyzer {
                 if let Some(inc) = self.trailed_incident(hit.line_no, trailer_window(name)) {
                     if !inc.facts.contains(name) {
                         inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
+                    }
+                }
+                if is_card_size(name) && self.context.num("smi.query_gpus") == Some(1.0) {
+                    let run = self.run;
+                    for inc in self.incidents.iter_mut().filter(|i| i.run == run) {
+                        if !inc.facts.contains(name) {
+                            inc.facts.set(name, value.clone(), Some(rec.prov.clone()));
+                        }
                     }
                 }
                 self.context.set(name, value, Some(rec.prov))
@@ -1395,5 +1410,29 @@ Got an OOM, unloading all loaded models.
         let ev = run(&log);
         assert_eq!(ev.incidents.len(), 1);
         assert_eq!(ev.incidents[0].phase, "model-load");
+    }
+
+    /// One GPU's size in an `nvidia-smi` table pasted long after the error is the failed
+    /// device's; the one size of several GPUs is not taken back to the failure.
+    #[test]
+    fn card_size_pasted_after_the_failure() {
+        let input: InputName = Arc::from("t.log");
+        let table = |rows: &str| {
+            format!(
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n{}| GPU  Name        Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |\n| Fan  Temp  Perf  Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |\n|===============================+======================+======================|\n{rows}+-------------------------------+----------------------+----------------------+\n",
+                "step\n".repeat(40)
+            )
+        };
+        let row = |i: u32| {
+            format!(
+                "|   {i}  NVIDIA A10G      On   | 00000000:00:1E.0 Off |                    0 |\n|  0%   31C    P0    58W / 300W |  21012MiB / 23028MiB |      0%      Default |\n"
+            )
+        };
+        let total = |log: String| {
+            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
+            ev.incidents[0].facts.num("smi.query_total_bytes")
+        };
+        assert_eq!(total(table(&row(0))), Some(23028.0 * 1048576.0));
+        assert_eq!(total(table(&(row(0) + &row(1)))), None);
     }
 }

@@ -125,6 +125,9 @@ fn device_rows(line: &Line<'_>, out: &mut Emit) {
         }
         true
     });
+    if !cells.is_empty() {
+        out.fact("smi.query_gpus", cells.len() as u32, None);
+    }
     if let [(used, total)] = cells[..] {
         out.fact("smi.query_used_bytes", used, None);
         out.fact("smi.query_total_bytes", total, None);
@@ -163,6 +166,9 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
             .and_then(|c| c["n"].parse::<f64>().ok())
             .map(|m| m * 1048576.0)
     };
+    if !rows.is_empty() {
+        out.fact("smi.query_gpus", rows.len() as u32, None);
+    }
     if let [row] = &rows[..] {
         if let Some(b) = mib(row, used_at) {
             out.fact("smi.query_used_bytes", b, None);

@@ -59,6 +59,27 @@ static COMMAND: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?:^|[\s/'\x22$])(?:trtllm-serve|trtllm-bench)\s"));
 /// `TRTGptModel maxSequenceLen: 131072`.
 static MODEL_LIMIT: LazyLock<Regex> = LazyLock::new(|| re(r"TRTGptModel (?P<k>\w+): (?P<v>\d+)"));
+/// TensorRT's (8.0+) memory report as a library initialises: `[MemUsageChange] Init
+/// cuBLAS/cuBLASLt: CPU +0, GPU +8, now: CPU 4064, GPU 77667 (MiB)`. Unlike the
+/// `TensorRT-managed allocation ... now: CPU 0, GPU 3934` lines (TensorRT's own tally), the
+/// `now` of an `Init` line is the device's use as the driver reports it: this process's
+/// context and engine plus every other process on the GPU.
+static INIT_USAGE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\[MemUsageChange\] Init (?P<what>[\w/ ]+?): CPU [+-]?\d+, GPU (?P<d>[+-]?\d+), now: CPU \d+, GPU (?P<now>\d+) \(MiB\)",
+    )
+});
+/// Two `Init` reports this close belong to one initialisation (cuBLAS then cuDNN, each
+/// engine's pair); the first is read.
+const INIT_BURST_LINES: usize = 8;
+/// Device use above the engine at TensorRT's first `Init` report that is still taken as this
+/// process's own (see [`read_init_usage`]).
+const CONTEXT_ALLOWANCE_MIB: f64 = 1024.0;
+/// The same rank on the same GPU announced again: another instance of the runtime starting
+/// (a second model instance, two processes both told they are rank 0, a restart).
+static RANK_GPU: LazyLock<Regex> = LazyLock::new(|| re(r"Rank (?P<r>\d+) is using GPU (?P<g>\d+)"));
+/// How far back a start announcing the same rank and GPU is looked for.
+const RANK_REPEAT_LINES: usize = 400;
 /// R-1.
 static ENGINE_SIZE: LazyLock<Regex> = LazyLock::new(|| re(r"Loaded engine size: (?P<m>\d+) MiB"));
 /// TensorRT's builder summary (every engine build prints it): the activation memory the
@@ -197,6 +218,48 @@ fn max_of_list(s: &str) -> Option<f64> {
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
 }
 
+/// The first `Init` report of an initialisation ([`INIT_USAGE`]): the device's use then, less
+/// what this process is known to hold by then (nothing before `Init CUDA` returns but the
+/// library's own GPU delta; the engine it just loaded before `Init cuBLAS`/`cuDNN`), is
+/// memory another process holds. Without the engine's size nearby this process's share is
+/// unknown (a tensor-parallel rank's weights, a model built in the same process), and nothing
+/// is read.
+fn read_init_usage(line: &Line<'_>, c: &regex::Captures<'_>, out: &mut Emit) {
+    let before = line.preceding(INIT_BURST_LINES);
+    if before.iter().any(|l| INIT_USAGE.is_match(&l.text)) {
+        return;
+    }
+    let (Some(what), Some(delta), Some(now)) = (c.name("what"), c.name("d"), c.name("now")) else {
+        return;
+    };
+    let (Ok(delta), Ok(now_mib)) = (delta.as_str().parse::<f64>(), now.as_str().parse::<f64>())
+    else {
+        return;
+    };
+    let engine_mib = if what.as_str() == "CUDA" {
+        Some(0.0)
+    } else {
+        before.iter().find_map(|l| {
+            ENGINE_SIZE
+                .captures(&l.text)
+                .and_then(|e| e.name("m")?.as_str().parse::<f64>().ok())
+        })
+    };
+    let Some(engine_mib) = engine_mib else {
+        return;
+    };
+    // Up to a gibibyte is this process's own CUDA context and library workspaces (300-600
+    // MiB on current drivers), which the reading includes and nothing names.
+    let held_mib = now_mib - engine_mib - delta.max(0.0);
+    if held_mib >= CONTEXT_ALLOWANCE_MIB {
+        out.fact(
+            "trtllm.held_elsewhere_at_init_bytes",
+            held_mib * 1048576.0,
+            Some((now.start(), now.end())),
+        );
+    }
+}
+
 fn is_trt_line(line: &Line<'_>) -> bool {
     line.meta
         .tag
@@ -240,6 +303,10 @@ impl Recognizer for TrtLlm {
             CUDA_PYTHON_OOM,
             "gather_all_token_logits",
             "gather_context_logits",
+            // The engine's size before it is read from the lines above this one, not as a
+            // marker of its own: a plain TensorRT runtime prints it too.
+            "MemUsageChange] Init",
+            "is using GPU",
         ]
     }
 
@@ -358,6 +425,26 @@ impl Recognizer for TrtLlm {
                 }
             }
             out.failure(f);
+            return;
+        }
+
+        if let Some(c) = INIT_USAGE.captures(text) {
+            read_init_usage(line, &c, out);
+            return;
+        }
+        if let Some(c) = RANK_GPU.captures(text) {
+            let repeated = line
+                .preceding(RANK_REPEAT_LINES)
+                .iter()
+                .filter_map(|l| RANK_GPU.captures(&l.text))
+                .any(|p| {
+                    p.name("r").map(|m| m.as_str()) == c.name("r").map(|m| m.as_str())
+                        && p.name("g").map(|m| m.as_str()) == c.name("g").map(|m| m.as_str())
+                });
+            if repeated {
+                out.run_start();
+            }
+            out.engine(id::TRTLLM);
             return;
         }
 
@@ -527,6 +614,52 @@ mod tests {
             ev.incidents[0].facts.bool("trtllm.oom_in_runtime_buffers"),
             None
         );
+    }
+
+    /// The device's use at TensorRT's first `Init` report, less the engine just loaded, is
+    /// another process's; later reports of the same initialisation, a report with no engine
+    /// size before it, and one within the engine's own share say nothing.
+    #[test]
+    fn device_use_when_tensorrt_initialised() {
+        let input: InputName = std::sync::Arc::from("t.log");
+        let held = |log: &str| {
+            let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+                .unwrap()
+                .0;
+            ev.context.num("trtllm.held_elsewhere_at_init_bytes")
+        };
+        let mib = 1048576.0;
+        let engine = "[TensorRT-LLM][INFO] Loaded engine size: 3937 MiB\n[TensorRT-LLM][INFO] [MemUsageChange] Init cuBLAS/cuBLASLt: CPU +0, GPU +8, now: CPU 4064, GPU 77667 (MiB)\n[TensorRT-LLM][INFO] [MemUsageChange] Init cuDNN: CPU +0, GPU +10, now: CPU 4064, GPU 77677 (MiB)\n";
+        assert_eq!(held(engine), Some((77667.0 - 3937.0 - 8.0) * mib));
+        // No engine size before it: this process's own share is unknown.
+        let bare = "[TensorRT-LLM][INFO] [MemUsageChange] Init cuBLAS/cuBLASLt: CPU +0, GPU +64, now: CPU 171933, GPU 35528 (MiB)\n";
+        assert_eq!(held(bare), None);
+        // `Init CUDA` comes before anything of this process's but its context.
+        let cuda = "[11/20/2026-21:04:55] [TRT] [I] [MemUsageChange] Init CUDA: CPU +13, GPU +0, now: CPU 141, GPU 17263 (MiB)\n";
+        assert_eq!(held(cuda), Some(17263.0 * mib));
+        // TensorRT's own tally is not the device's use.
+        let own = "[TensorRT-LLM][INFO] [MemUsageChange] TensorRT-managed allocation in engine deserialization: CPU +0, GPU +3934, now: CPU 0, GPU 3934 (MiB)\n";
+        assert_eq!(held(own), None);
+    }
+
+    /// The same rank announced on the same GPU again is another instance starting: the first
+    /// one's KV pool is not the second one's.
+    #[test]
+    fn same_rank_on_same_gpu_again_starts_a_run() {
+        let input: InputName = std::sync::Arc::from("t.log");
+        let first = "[TensorRT-LLM][INFO] Rank 0 is using GPU 0\n[TensorRT-LLM][INFO] Allocate 67343745024 bytes for k/v cache.\n";
+        let failure = "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:118)\n";
+        let analyze = |log: String| {
+            crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+                .unwrap()
+                .0
+        };
+        let again = "[TensorRT-LLM][INFO] Rank 0 is using GPU 0\n";
+        let ev = analyze(format!("{first}{again}{failure}"));
+        assert_eq!(ev.incidents[0].facts.num("trtllm.kv_cache_bytes"), None);
+        let other_rank = "[TensorRT-LLM][INFO] Rank 1 is using GPU 1\n";
+        let ev = analyze(format!("{first}{other_rank}{failure}"));
+        assert!(ev.incidents[0].facts.num("trtllm.kv_cache_bytes").is_some());
     }
 
     #[test]

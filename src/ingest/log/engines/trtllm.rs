@@ -260,6 +260,32 @@ fn read_init_usage(line: &Line<'_>, c: &regex::Captures<'_>, out: &mut Emit) {
     }
 }
 
+/// Lines above a repeated rank announcement that still belong to the instance it starts: the
+/// Triton backend prints its settings before the rank.
+const PREAMBLE_LINES: usize = 12;
+
+/// The KV pool's share the starting instance's preamble named (`kv_cache_free_gpu_mem_fraction
+/// is not specified, will use default value of 0.9`), read again after the run's start
+/// dropped it with the instance before.
+fn preamble_share(line: &Line<'_>, out: &mut Emit) {
+    for prev in line.preceding(PREAMBLE_LINES) {
+        // The instance before ends where its pool was sized or its engine initialised.
+        if KV_OLD_FORM.is_match(&prev.text)
+            || KV_ALLOCATED.is_match(&prev.text)
+            || INIT_USAGE.is_match(&prev.text)
+        {
+            return;
+        }
+        if let Some(v) = DEFAULT_FRACTION
+            .captures(&prev.text)
+            .and_then(|c| c.name("f")?.as_str().parse::<f64>().ok())
+        {
+            out.fact("trtllm.free_gpu_memory_fraction", v, None);
+            return;
+        }
+    }
+}
+
 fn is_trt_line(line: &Line<'_>) -> bool {
     line.meta
         .tag
@@ -443,6 +469,7 @@ impl Recognizer for TrtLlm {
                 });
             if repeated {
                 out.run_start();
+                preamble_share(line, out);
             }
             out.engine(id::TRTLLM);
             return;
@@ -657,6 +684,13 @@ mod tests {
         let again = "[TensorRT-LLM][INFO] Rank 0 is using GPU 0\n";
         let ev = analyze(format!("{first}{again}{failure}"));
         assert_eq!(ev.incidents[0].facts.num("trtllm.kv_cache_bytes"), None);
+        // The new instance's settings printed just above its rank line are its own.
+        let preamble = "[TensorRT-LLM][WARNING] kv_cache_free_gpu_mem_fraction is not specified, will use default value of 0.9 or max_tokens_in_paged_kv_cache\n";
+        let ev = analyze(format!("{first}{preamble}{again}{failure}"));
+        assert_eq!(
+            ev.incidents[0].facts.num("trtllm.free_gpu_memory_fraction"),
+            Some(0.9)
+        );
         let other_rank = "[TensorRT-LLM][INFO] Rank 1 is using GPU 1\n";
         let ev = analyze(format!("{first}{other_rank}{failure}"));
         assert!(ev.incidents[0].facts.num("trtllm.kv_cache_bytes").is_some());

@@ -103,12 +103,16 @@ static LOADED_LABELLED: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 /// Before: `loaded partially <usable MB> <loaded MB> <patches>`, `loaded completely <usable
-/// MB> <model MB> <full load>`.
+/// MB> <model MB> <full load>`. With memory shared with the host (Apple silicon's `SHARED`
+/// state) nothing limits the load, and "usable" is printed as a huge float
+/// (`loaded completely 9.5367431640625e+25 15366.67 True`).
 static LOADED_BARE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"^loaded (?P<how>partially|completely) (?P<usable>\d+(?:\.\d+)?) (?P<loaded>\d+(?:\.\d+)?)(?:\s|$)",
+        r"^loaded (?P<how>partially|completely) (?P<usable>\d+(?:\.\d+)?(?:e\+?\d+)?) (?P<loaded>\d+(?:\.\d+)?)(?:\s|$)",
     )
 });
+/// A "usable" figure above this many MB (a petabyte) is ComfyUI's "no limit", not memory.
+const NO_LIMIT_MB: f64 = 1e9;
 static LOWVRAM_LOAD: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"^loading in lowvram mode (?P<usable>\d+(?:\.\d+)?)"));
 static NODE_TYPE: LazyLock<Regex> = LazyLock::new(|| {
@@ -233,7 +237,12 @@ impl Recognizer for ComfyUi {
                 if partial { "partial" } else { "complete" },
                 span(&how),
             );
-            mib_fact(out, &c, "usable", "comfyui.load_usable_bytes");
+            if c.name("usable")
+                .and_then(|m| m.as_str().parse::<f64>().ok())
+                .is_some_and(|mb| mb < NO_LIMIT_MB)
+            {
+                mib_fact(out, &c, "usable", "comfyui.load_usable_bytes");
+            }
             mib_fact(out, &c, "loaded", "comfyui.load_loaded_bytes");
             if c.name("off").is_some() {
                 mib_fact(out, &c, "off", "comfyui.load_offloaded_bytes");
@@ -446,6 +455,13 @@ mod tests {
         assert_eq!(
             num(&f, "comfyui.load_usable_bytes"),
             Some((20683.88 * MIB).round())
+        );
+        // Memory shared with the host: "usable" is ComfyUI's no-limit, the model's size stands.
+        let f = facts("Requested to load SD3\nloaded completely 9.5367431640625e+25 15366.67 True");
+        assert_eq!(text(&f, "comfyui.load"), Some("complete"));
+        assert_eq!(num(&f, "comfyui.load_usable_bytes"), None);
+        assert!(
+            num(&f, "comfyui.load_loaded_bytes").is_some_and(|v| (v - 15366.67 * MIB).abs() < MIB)
         );
     }
 

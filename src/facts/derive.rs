@@ -404,8 +404,12 @@ fn llamacpp_fit(f: &mut Facts) {
     let single_gpu = f.num("llamacpp.gpu_count").is_none_or(|n| n <= 1.0);
     let kind = f.str("llamacpp.alloc_kind").unwrap_or("").to_string();
     // The budget: free device memory when the model was loaded.
+    // On Metal the device is Metal's working-set budget, which nothing else this process
+    // holds counts against before the load: all of it is the budget.
+    let metal = f.str("oom.backend") == Some("metal");
     let free_src = ["llamacpp.free_vram_bytes", "ollama.gpu_free_bytes"]
         .into_iter()
+        .chain(metal.then_some("llamacpp.device_total_bytes"))
         .find(|n| f.num(n).is_some_and(|v| v > 0.0));
     if let Some(src) = free_src {
         if !f.contains("llamacpp.vram_budget_bytes") {

@@ -29,7 +29,7 @@ use regex::Regex;
 
 use super::local::{in_ollama, mib, size_bin, span};
 use super::{Domain, Emit, Failure, Line, PhaseMark, Recognizer, id};
-use crate::facts::units::parse_number;
+use crate::facts::units::{SiBase, parse_number, size_from_parts};
 use crate::ingest::log::pattern::static_regex;
 
 /// What every wording of ggml's context-pool failure holds, its numbers cut or not.
@@ -188,6 +188,11 @@ static FIT_PROJECTED: LazyLock<Regex> = LazyLock::new(|| {
 static FIT_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"-\s+(?P<dev>\S+) \([^)]*\):\s+(?P<total>\d+) total, (?P<used>\d+) used, ")
 });
+/// Metal's budget for the device, which llama.cpp's Metal backend prints as it initialises
+/// (`ggml_metal_init: recommendedMaxWorkingSetSize  = 51539.61 MB`, decimal megabytes): what
+/// the GPU may keep resident of the unified memory, the device's size to its allocations.
+static METAL_WORKING_SET: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"recommendedMaxWorkingSetSize\s*=\s*(?P<n>\d+(?:\.\d+)?) MB"));
 static FIT_DEFICIT: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"need to reduce device memory by (?P<n>\d+) MiB"));
 static FIT_CTX: LazyLock<Regex> =
@@ -258,6 +263,7 @@ impl Recognizer for LlamaCpp {
             "llama_context: constructing",
             "warming up the model",
             "server is listening",
+            "recommendedMaxWorkingSetSize",
             "all slots are idle",
             "launch_slot",
             "llama-server",
@@ -1177,6 +1183,12 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
         }
         return;
     }
+    if let Some(m) = METAL_WORKING_SET.captures(text).and_then(|c| c.name("n")) {
+        if let Some(b) = size_from_parts(m.as_str(), "MB", SiBase::Decimal) {
+            out.fact("llamacpp.device_total_bytes", b, span(&m));
+        }
+        return;
+    }
     if let Some(c) = FIT_DEVICE.captures(text) {
         let m = c.name("total").expect("group total");
         let total = mib_block_sum(line, &FIT_DEVICE, "total", m.as_str());
@@ -1480,6 +1492,19 @@ mod tests {
 
     /// The backend's allocation line cut by a fixed-width terminal, before `cudaMalloc` or
     /// inside `out of memory`, reads as the whole line does.
+    /// Metal's working-set budget is the device's size to llama.cpp's allocations (decimal
+    /// megabytes, as Metal reports them).
+    #[test]
+    fn metal_working_set_is_the_device() {
+        assert_eq!(
+            fact(
+                "ggml_metal_init: recommendedMaxWorkingSetSize  = 51539.61 MB",
+                "llamacpp.device_total_bytes"
+            ),
+            Some(Value::Num(51539610000.0))
+        );
+    }
+
     #[test]
     fn a_wrapped_backend_allocation_line_is_read_whole() {
         use crate::ingest::log::grouping::analyze_log;

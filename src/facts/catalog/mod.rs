@@ -169,6 +169,16 @@ pub const CORE: &[FactDef] = &[
         "How many of those figures were higher than the one before.",
     ),
     fact(
+        "log.memory_climb_readings",
+        Unit::Count,
+        "How many device-memory readings in a row rose, up to the latest one (0 when the latest did not rise).",
+    ),
+    fact(
+        "log.memory_climb_from_bytes",
+        Unit::Bytes,
+        "The device-memory reading that rise began from.",
+    ),
+    fact(
         "log.memory_growth_bytes",
         Unit::Bytes,
         "Last minus first logged device-memory figure.",

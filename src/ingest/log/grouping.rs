@@ -982,6 +982,9 @@ struct SampleFacts {
     samples: &'static str,
     increases: &'static str,
     growth: &'static str,
+    /// How many readings in a row rose up to the latest one, and the reading the rise began
+    /// from, where the kind keeps them.
+    climb: Option<(&'static str, &'static str)>,
 }
 
 /// Device memory the run logged (`mem 10.2 GiB` in progress lines), in bytes.
@@ -992,6 +995,7 @@ const DEVICE_SAMPLES: SampleFacts = SampleFacts {
     samples: "log.memory_samples",
     increases: "log.memory_increases",
     growth: "log.memory_growth_bytes",
+    climb: Some(("log.memory_climb_readings", "log.memory_climb_from_bytes")),
 };
 
 /// Device memory the allocator held as the run logged it (`reserved 78.6G`), in bytes: the
@@ -1003,6 +1007,7 @@ const RESERVED_SAMPLES: SampleFacts = SampleFacts {
     samples: "log.reserved_samples",
     increases: "log.reserved_increases",
     growth: "log.reserved_growth_bytes",
+    climb: None,
 };
 
 /// The machine's memory in use (`free`, `top`), as a share of its total: the tables often
@@ -1014,6 +1019,7 @@ const HOST_SAMPLES: SampleFacts = SampleFacts {
     samples: "host.memory_samples",
     increases: "host.memory_increases",
     growth: "host.memory_growth_share",
+    climb: None,
 };
 
 /// The process's own resident memory, as the program logged it (`rss_after=2655MB`), in
@@ -1025,6 +1031,7 @@ const PROCESS_SAMPLES: SampleFacts = SampleFacts {
     samples: "host.rss_samples",
     increases: "host.rss_increases",
     growth: "host.rss_growth_bytes",
+    climb: None,
 };
 
 /// The incident kind of memory that a log shows climbing with no failure in it.
@@ -1094,6 +1101,21 @@ fn add_sample(c: &mut Facts, names: &SampleFacts, value: f64, prov: Provenance) 
         c.set(names.increases, inc, Some(prov.clone()));
     } else if !c.contains(names.increases) {
         c.set(names.increases, 0u32, Some(prov.clone()));
+    }
+    if let Some((run, from)) = names.climb {
+        match prev {
+            Some(p) if value > p => {
+                let n = c.num(run).unwrap_or(0.0);
+                if n == 0.0 {
+                    c.set(from, p, Some(prov.clone()));
+                }
+                c.set(run, n + 1.0, Some(prov.clone()));
+            }
+            _ => {
+                c.set(run, 0u32, Some(prov.clone()));
+                c.set(from, value, Some(prov.clone()));
+            }
+        }
     }
     if let Some(max) = names.max {
         if c.num(max).is_none_or(|m| value > m) {
@@ -1434,5 +1456,41 @@ Got an OOM, unloading all loaded models.
         };
         assert_eq!(total(table(&row(0))), Some(23028.0 * 1048576.0));
         assert_eq!(total(table(&(row(0) + &row(1)))), None);
+    }
+
+    /// Readings level for most of the run that then rise at every reading up to the failure:
+    /// the climb's length and where it began are kept, and a fall ends it.
+    #[test]
+    fn memory_climbing_to_the_failure() {
+        let mut log = String::new();
+        for b in 1..=20 {
+            log.push_str(&format!(
+                "train batch {b} allocated 102.7 MB cached 872.0 MB\n"
+            ));
+        }
+        for (i, b) in (21..=30).enumerate() {
+            log.push_str(&format!(
+                "valid batch {b} allocated {} MB cached 9000.0 MB\n",
+                700 + 600 * i
+            ));
+        }
+        log.push_str(OOM);
+        let ev = run(&log);
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.num("log.memory_climb_readings"), Some(10.0));
+        assert_eq!(
+            f.num("log.memory_climb_from_bytes"),
+            Some(102.7 * 1048576.0)
+        );
+        let fell = log.replacen(
+            "valid batch 30 allocated 6100 MB",
+            "valid batch 30 allocated 600 MB",
+            1,
+        );
+        let ev = run(&fell);
+        assert_eq!(
+            ev.incidents[0].facts.num("log.memory_climb_readings"),
+            Some(0.0)
+        );
     }
 }

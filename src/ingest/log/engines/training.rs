@@ -72,17 +72,19 @@ static MIXED: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A device-memory figure in a progress line: `mem 10.51 GiB`, `gpu_mem=12.3G`,
-/// `memory_allocated: 10234 MB`, `max_memory_allocated=...`.
+/// `memory_allocated: 10234 MB`, `max_memory_allocated=...`, and a callback's own print of
+/// `torch.cuda.memory_allocated()` beside its batch (`train batch 10  allocated 102.7 MB`).
 static MEMORY_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)\b(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|alloc|used|reserved|usage))?\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
+        r"(?i)\b(?:(?:gpu[ _]?)?(?:max_)?mem(?:ory)?(?:[ _](?:allocated|alloc|used|reserved|usage))?|allocated)\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
     )
 });
 /// What the allocator holds, logged beside the memory in use (`mem alloc 11.9G (peak 74.4G)
-/// | reserved 78.6G`, `memory_reserved=31.2GB`): a figure of its own, not the first one.
+/// | reserved 78.6G`, `memory_reserved=31.2GB`, PyTorch before 1.4's name for it: `cached
+/// 872.0 MB`): a figure of its own, not the first one.
 static RESERVED_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)(?:^|[^\w])(?:mem(?:ory)?[ _])?reserved\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
+        r"(?i)(?:^|[^\w])(?:mem(?:ory)?[ _])?(?:reserved|cached)\s*[:=]?\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<u>GiB|GB|MiB|MB|G|M)\b",
     )
 });
 /// Megatron's report's reserved figure, in the report's unit (`| reserved: 2158.0 |`).
@@ -232,6 +234,8 @@ impl Recognizer for Training {
             "bf16",
             "fp16",
             "mem",
+            // A callback's print of `torch.cuda.memory_allocated()` beside its batch.
+            "allocated ",
             "Max_MA",
             // Pasted loading code (`LOAD_DTYPE`).
             "torch_dtype",

@@ -61,6 +61,11 @@ pub const FACTS: &[FactDef] = &[
         "GPU memory Ollama's estimate saw as available, summed over GPUs (memory.available).",
     ),
     fact(
+        "ollama.earlier_load_available_bytes",
+        Unit::Bytes,
+        "The most free GPU memory an earlier load of the same model in the log saw (its offload estimate's available memory, the same memory required): against this load's, what something else took between them.",
+    ),
+    fact(
         "ollama.memory_required_full_bytes",
         Unit::Bytes,
         "Memory the whole model would need on the GPU (memory.required.full).",

@@ -365,6 +365,7 @@ impl Recognizer for Ollama {
             } else {
                 offload(text, true, out);
             }
+            earlier_load_of_same_model(line, &joined, out);
             return;
         }
         if matches!(
@@ -549,6 +550,10 @@ fn offload(text: &str, keep_spans: bool, out: &mut Emit) {
             }
         }
     }
+    // 0.1.x's estimate: `available="22.6 GiB"`.
+    if get("memory.available").is_none() {
+        set_bytes(out, "ollama.memory_available_bytes", "available");
+    }
     if let Some(p) = get("memory.available") {
         let total: u64 = p
             .value
@@ -588,6 +593,53 @@ fn offload(text: &str, keep_spans: bool, out: &mut Emit) {
         "memory.graph.full"
     };
     set_bytes(out, "ollama.memory_graph_bytes", graph_key);
+}
+
+/// Lines back an earlier load of the same model is looked for (a server's log between two
+/// loads: a model's metadata, a few requests).
+const EARLIER_LOAD_LINES: usize = 400;
+
+/// The free memory an offload estimate saw (`memory.available="[22.0 GiB]"`, every GPU
+/// together; 0.1.x's `available="22.6 GiB"`) and what the model needed (`memory.required.full`,
+/// 0.1.x's `required`), which tells one model's loads from another's.
+fn estimate_available_and_required(text: &str) -> Option<(f64, &str)> {
+    let pairs = slog_pairs(text);
+    let get = |k: &str| pairs.iter().find(|p| p.key == k).map(|p| p.value);
+    let available = get("memory.available")
+        .map(|v| {
+            v.trim_matches(['[', ']'])
+                .split(' ')
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .filter_map(|c| human_bytes(&c.join(" ")))
+                .sum::<u64>()
+        })
+        .or_else(|| get("available").and_then(human_bytes))?;
+    let required = get("memory.required.full").or_else(|| get("required"))?;
+    Some((available as f64, required))
+}
+
+/// The same model loaded earlier in this log (the same memory needed) found more memory free
+/// than this load did: what went between them was taken by something else, since a model the
+/// server unloaded to load it again holds nothing (another program on the GPU: an image
+/// generator, a second server). The most an earlier load found is kept.
+fn earlier_load_of_same_model(line: &Line<'_>, text: &str, out: &mut Emit) {
+    let Some((_, required)) = estimate_available_and_required(text) else {
+        return;
+    };
+    let earlier = line
+        .preceding(EARLIER_LOAD_LINES)
+        .iter()
+        .filter(|l| l.text.contains("msg=offload") || l.text.contains("msg=\"offload"))
+        .filter_map(|l| {
+            estimate_available_and_required(&l.text)
+                .filter(|(_, r)| *r == required)
+                .map(|(a, _)| a)
+        })
+        .fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a))));
+    if let Some(a) = earlier {
+        out.fact("ollama.earlier_load_available_bytes", a, None);
+    }
 }
 
 /// The runner's load request (0.12+): KvSize is num_ctx x parallel.
@@ -812,6 +864,33 @@ mod tests {
 
     /// The estimate lines of every era and the inventory lines.
     /// `ollama ps`: each model's size times its GPU share, the log's engine left alone.
+    /// The same model's earlier load found more free memory than this one: the most it found
+    /// is kept; another model's load (other memory required) is not compared.
+    #[test]
+    fn earlier_load_of_the_same_model() {
+        let load = |avail: &str, req: &str| {
+            format!(
+                "time=2025-03-02T09:20:41.779+01:00 level=INFO source=server.go:138 msg=offload library=cuda layers.requested=-1 layers.model=49 layers.offload=49 memory.available=\"[{avail}]\" memory.required.full=\"{req}\" memory.required.kv=\"1.5 GiB\"\n"
+            )
+        };
+        let input: InputName = std::sync::Arc::from("t.log");
+        let earlier = |log: String| {
+            let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
+                .unwrap()
+                .0;
+            ev.context
+                .get("ollama.earlier_load_available_bytes")
+                .map(|f| f.value.clone())
+        };
+        let two = load("22.3 GiB", "11.2 GiB") + &load("11.6 GiB", "11.2 GiB");
+        assert!(close(earlier(two), 22.3 * GIB));
+        let other_model = load("22.3 GiB", "11.2 GiB") + &load("11.6 GiB", "19.8 GiB");
+        assert_eq!(earlier(other_model), None);
+        // 0.1.x's estimate names its free memory `available`.
+        let old = r#"time=2024-03-20T14:09:41.258-04:00 level=INFO source=llm.go:111 msg="offload to gpu" reallayers=41 layers=41 required="8.9 GiB" used="8.9 GiB" available="9.3 GiB" kv="1.6 GiB""#;
+        assert!(close(fact(old, "ollama.memory_available_bytes"), 9.3 * GIB));
+    }
+
     #[test]
     fn ollama_ps_gives_what_the_server_holds_on_the_gpu() {
         let log = "got prompt\n$ ollama ps\nNAME                 ID              SIZE      PROCESSOR          UNTIL\nllama3.1:8b          46e0c10c039e    9.6 GB    100% GPU           4 minutes from now\nqwen2.5:14b          7cdf5a0187d5    12 GB     48%/52% CPU/GPU    Forever\nnomic-embed-text     0a109f422b47    0.8 GB    100% CPU           2 minutes from now\n";

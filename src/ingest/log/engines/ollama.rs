@@ -555,15 +555,7 @@ fn offload(text: &str, keep_spans: bool, out: &mut Emit) {
         set_bytes(out, "ollama.memory_available_bytes", "available");
     }
     if let Some(p) = get("memory.available") {
-        let total: u64 = p
-            .value
-            .trim_matches(['[', ']'])
-            .split(' ')
-            .collect::<Vec<_>>()
-            .chunks(2)
-            .filter_map(|c| human_bytes(&c.join(" ")))
-            .sum();
-        out.fact("ollama.memory_available_bytes", total, sp(p));
+        out.fact("ollama.memory_available_bytes", sum_of_gpus(p.value), sp(p));
     }
     set_bytes(
         out,
@@ -595,6 +587,17 @@ fn offload(text: &str, keep_spans: bool, out: &mut Emit) {
     set_bytes(out, "ollama.memory_graph_bytes", graph_key);
 }
 
+/// A per-GPU list of sizes (`[11.5 GiB 4.6 GiB]`, or one bare size) added up.
+fn sum_of_gpus(value: &str) -> u64 {
+    value
+        .trim_matches(['[', ']'])
+        .split(' ')
+        .collect::<Vec<_>>()
+        .chunks(2)
+        .filter_map(|c| human_bytes(&c.join(" ")))
+        .sum()
+}
+
 /// Lines back an earlier load of the same model is looked for (a server's log between two
 /// loads: a model's metadata, a few requests).
 const EARLIER_LOAD_LINES: usize = 400;
@@ -606,14 +609,7 @@ fn estimate_available_and_required(text: &str) -> Option<(f64, &str)> {
     let pairs = slog_pairs(text);
     let get = |k: &str| pairs.iter().find(|p| p.key == k).map(|p| p.value);
     let available = get("memory.available")
-        .map(|v| {
-            v.trim_matches(['[', ']'])
-                .split(' ')
-                .collect::<Vec<_>>()
-                .chunks(2)
-                .filter_map(|c| human_bytes(&c.join(" ")))
-                .sum::<u64>()
-        })
+        .map(sum_of_gpus)
         .or_else(|| get("available").and_then(human_bytes))?;
     let required = get("memory.required.full").or_else(|| get("required"))?;
     Some((available as f64, required))
@@ -862,8 +858,6 @@ mod tests {
             .is_some_and(|g| (g - want).abs() <= want * 0.001 + 1.0)
     }
 
-    /// The estimate lines of every era and the inventory lines.
-    /// `ollama ps`: each model's size times its GPU share, the log's engine left alone.
     /// The same model's earlier load found more free memory than this one: the most it found
     /// is kept; another model's load (other memory required) is not compared.
     #[test]
@@ -891,6 +885,8 @@ mod tests {
         assert!(close(fact(old, "ollama.memory_available_bytes"), 9.3 * GIB));
     }
 
+    /// The estimate lines of every era and the inventory lines.
+    /// `ollama ps`: each model's size times its GPU share, the log's engine left alone.
     #[test]
     fn ollama_ps_gives_what_the_server_holds_on_the_gpu() {
         let log = "got prompt\n$ ollama ps\nNAME                 ID              SIZE      PROCESSOR          UNTIL\nllama3.1:8b          46e0c10c039e    9.6 GB    100% GPU           4 minutes from now\nqwen2.5:14b          7cdf5a0187d5    12 GB     48%/52% CPU/GPU    Forever\nnomic-embed-text     0a109f422b47    0.8 GB    100% CPU           2 minutes from now\n";

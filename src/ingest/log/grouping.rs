@@ -943,6 +943,15 @@ pub fn analyze_log(
     analyze_log_planned(reader, input, crate::ingest::log::ScanPlan::default())
 }
 
+/// [`analyze_log`] of a log held in a string, named `t.log` (tests).
+#[cfg(test)]
+pub(crate) fn analyze_text(text: &str) -> LogEvidence {
+    let input: InputName = Arc::from("t.log");
+    analyze_log(&mut text.as_bytes(), &input)
+        .expect("reading a string")
+        .0
+}
+
 /// [`analyze_log`], walking the anchors in full only where `plan` says.
 pub fn analyze_log_planned(
     reader: &mut dyn std::io::Read,
@@ -1134,8 +1143,7 @@ mod tests {
     use super::*;
 
     fn run(text: &str) -> LogEvidence {
-        let input: InputName = Arc::from("t.log");
-        analyze_log(&mut text.as_bytes(), &input).unwrap().0
+        analyze_text(text)
     }
 
     const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.69 GiB of which 1.00 GiB is free. Including non-PyTorch memory, this process has 22.60 GiB memory in use. Of the allocated memory 20.00 GiB is allocated by PyTorch, and 2.10 GiB is reserved by PyTorch but unallocated.";
@@ -1438,7 +1446,6 @@ Got an OOM, unloading all loaded models.
     /// device's; the one size of several GPUs is not taken back to the failure.
     #[test]
     fn card_size_pasted_after_the_failure() {
-        let input: InputName = Arc::from("t.log");
         let table = |rows: &str| {
             format!(
                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n{}| GPU  Name        Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |\n| Fan  Temp  Perf  Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |\n|===============================+======================+======================|\n{rows}+-------------------------------+----------------------+----------------------+\n",
@@ -1450,10 +1457,7 @@ Got an OOM, unloading all loaded models.
                 "|   {i}  NVIDIA A10G      On   | 00000000:00:1E.0 Off |                    0 |\n|  0%   31C    P0    58W / 300W |  21012MiB / 23028MiB |      0%      Default |\n"
             )
         };
-        let total = |log: String| {
-            let ev = analyze_log(&mut log.as_bytes(), &input).unwrap().0;
-            ev.incidents[0].facts.num("smi.query_total_bytes")
-        };
+        let total = |log: String| run(&log).incidents[0].facts.num("smi.query_total_bytes");
         assert_eq!(total(table(&row(0))), Some(23028.0 * 1048576.0));
         assert_eq!(total(table(&(row(0) + &row(1)))), None);
     }

@@ -710,10 +710,7 @@ mod tests {
     #[test]
     fn a_polled_ps_table_gives_the_growing_process() {
         let log = "$ while true; do date; ps -o pid,rss,etime,args -p 4101,4102; free -g; sleep 600; done\n10:00\n    PID   RSS     ELAPSED COMMAND\n   4101 1048576   00:10 node server.js\n   4102 2097152   00:09 worker --gpu\n10:10\n   4101 3145728   10:10 node server.js\n   4102 2097152   10:09 worker --gpu\nMem:  62  9  40  0  13  52\n10:20\n   4101 6291456   20:10 node server.js\n   4102 2097200   20:09 worker --gpu\n";
-        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
-        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
-            .unwrap()
-            .0;
+        let ev = crate::ingest::log::grouping::analyze_text(log);
         assert_eq!(ev.context.num("host.rss_samples"), Some(3.0));
         assert_eq!(
             ev.context.num("host.rss_first_bytes"),

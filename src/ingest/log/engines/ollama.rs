@@ -867,12 +867,9 @@ mod tests {
                 "time=2025-03-02T09:20:41.779+01:00 level=INFO source=server.go:138 msg=offload library=cuda layers.requested=-1 layers.model=49 layers.offload=49 memory.available=\"[{avail}]\" memory.required.full=\"{req}\" memory.required.kv=\"1.5 GiB\"\n"
             )
         };
-        let input: InputName = std::sync::Arc::from("t.log");
         let earlier = |log: String| {
-            let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
-                .unwrap()
-                .0;
-            ev.context
+            crate::ingest::log::grouping::analyze_text(&log)
+                .context
                 .get("ollama.earlier_load_available_bytes")
                 .map(|f| f.value.clone())
         };
@@ -885,21 +882,18 @@ mod tests {
         assert!(close(fact(old, "ollama.memory_available_bytes"), 9.3 * GIB));
     }
 
-    /// The estimate lines of every era and the inventory lines.
     /// `ollama ps`: each model's size times its GPU share, the log's engine left alone.
     #[test]
     fn ollama_ps_gives_what_the_server_holds_on_the_gpu() {
         let log = "got prompt\n$ ollama ps\nNAME                 ID              SIZE      PROCESSOR          UNTIL\nllama3.1:8b          46e0c10c039e    9.6 GB    100% GPU           4 minutes from now\nqwen2.5:14b          7cdf5a0187d5    12 GB     48%/52% CPU/GPU    Forever\nnomic-embed-text     0a109f422b47    0.8 GB    100% CPU           2 minutes from now\n";
-        let input: crate::facts::evidence::InputName = std::sync::Arc::from("t.log");
-        let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
-            .unwrap()
-            .0;
+        let ev = crate::ingest::log::grouping::analyze_text(log);
         let held = ev.context.num("ollama.resident_gpu_bytes").unwrap();
         let want = 9.6e9 + 0.52 * 12e9;
         assert!((held - want).abs() < 1e6, "{held} vs {want}");
         assert_eq!(ev.context.str("engine"), None);
     }
 
+    /// The estimate lines of every era and the inventory lines.
     #[test]
     fn every_estimate_era() {
         let v1 = r#"time=2024-05-01T10:00:00.000Z level=INFO source=memory.go:127 msg="offload to gpu" layers.requested=-1 layers.real=33 memory.available="23.1 GiB" memory.required.full="5.4 GiB" memory.required.partial="5.4 GiB" memory.required.kv="1.0 GiB" memory.weights.total="3.9 GiB" memory.weights.repeating="3.5 GiB" memory.weights.nonrepeating="411.0 MiB" memory.graph.full="560.0 MiB" memory.graph.partial="585.0 MiB""#;

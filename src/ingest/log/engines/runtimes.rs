@@ -40,7 +40,8 @@
 //!   allocate N bytes.` (2023-24), `[metal::malloc] Unable to allocate N bytes.` and `[malloc]
 //!   Unable to allocate N bytes.` (later); one array larger than the largest buffer Metal
 //!   allows, `[metal::malloc] Attempting to allocate N bytes which is greater than the maximum
-//!   allowed buffer size of M bytes.` (bare, as a `std::runtime_error`, in 2024's releases); and a command buffer the GPU could not back, `[METAL]
+//!   allowed buffer size of M bytes.` (bare, as a `std::runtime_error`, in 2024's
+//!   releases); and a command buffer the GPU could not back, `[METAL]
 //!   Command buffer execution failed: Insufficient Memory (...OutOfMemory)` (llama.cpp's
 //!   Metal failure has the same code after its own `ggml_metal` words).
 //!

@@ -648,12 +648,10 @@ mod tests {
     /// size before it, and one within the engine's own share say nothing.
     #[test]
     fn device_use_when_tensorrt_initialised() {
-        let input: InputName = std::sync::Arc::from("t.log");
         let held = |log: &str| {
-            let ev = crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
-                .unwrap()
-                .0;
-            ev.context.num("trtllm.held_elsewhere_at_init_bytes")
+            crate::ingest::log::grouping::analyze_text(log)
+                .context
+                .num("trtllm.held_elsewhere_at_init_bytes")
         };
         let mib = 1048576.0;
         let engine = "[TensorRT-LLM][INFO] Loaded engine size: 3937 MiB\n[TensorRT-LLM][INFO] [MemUsageChange] Init cuBLAS/cuBLASLt: CPU +0, GPU +8, now: CPU 4064, GPU 77667 (MiB)\n[TensorRT-LLM][INFO] [MemUsageChange] Init cuDNN: CPU +0, GPU +10, now: CPU 4064, GPU 77677 (MiB)\n";
@@ -673,14 +671,9 @@ mod tests {
     /// one's KV pool is not the second one's.
     #[test]
     fn same_rank_on_same_gpu_again_starts_a_run() {
-        let input: InputName = std::sync::Arc::from("t.log");
         let first = "[TensorRT-LLM][INFO] Rank 0 is using GPU 0\n[TensorRT-LLM][INFO] Allocate 67343745024 bytes for k/v cache.\n";
         let failure = "[TensorRT-LLM][ERROR] CUDA runtime error in ::cudaMallocAsync(ptr, n, mCudaStream->get()): out of memory (/app/tensorrt_llm/cpp/tensorrt_llm/runtime/tllmBuffers.h:118)\n";
-        let analyze = |log: String| {
-            crate::ingest::log::grouping::analyze_log(&mut log.as_bytes(), &input)
-                .unwrap()
-                .0
-        };
+        let analyze = |log: String| crate::ingest::log::grouping::analyze_text(&log);
         let again = "[TensorRT-LLM][INFO] Rank 0 is using GPU 0\n";
         let ev = analyze(format!("{first}{again}{failure}"));
         assert_eq!(ev.incidents[0].facts.num("trtllm.kv_cache_bytes"), None);

@@ -302,7 +302,7 @@ static EPOCH: LazyLock<Regex> = LazyLock::new(|| {
 });
 static NOT_STEPS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(
-        r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|map:|tokeniz|convert(?:ing)? to turbomind|datasets?:|filter:|generating \w+ split|resolving data files|extracting data files|calibrat|quantiz|propagating",
+        r"(?i)slurmstepd|\bsrun: |\bstepid=|\*\*\* step \d|loading checkpoint shards|loading pipeline components|loading safetensors|downloading|fetching \d+ files|capturing (?:cuda )?graphs|capturing cudagraph|loading weights|processed prompts|\b(?:map|filter|datasets?)\s*(?:\(num_proc=\d+\)\s*)?:|tokeniz|convert(?:ing)? to turbomind|converting format of dataset|saving the dataset|loading dataset shards|grouping texts|\bcaching (?:latents|text encoder|metadata|embeddings)|generating \w+ split|resolving data files|extracting data files|calibrat|quantiz|propagating",
     )
 });
 /// A training script announcing an evaluation round, once per round: `Start validating.`,
@@ -1681,6 +1681,10 @@ mod counting {
                 "Training datasets: 100%|██████████| 231/231 [00:00<00:00, 1087.41it/s]\n\
                   Validation datasets: 100%|██████████| 42/42 [00:00<00:00, 2241.66it/s]\n\
                   Generating train split: 100%|██████████| 5000/5000 [00:01<00:00]\n\
+                  Map (num_proc=8): 100%|██████████| 184/184 [00:02<00:00, 71.36 examples/s]\n\
+                  Filter (num_proc=16): 100%|██████████| 975/975 [00:00<00:00]\n\
+                  Converting format of dataset (num_proc=16): 100%|██████████| 975/975\n\
+                  Caching latents: 100%|██████████| 132/132 [21:08<00:00,  9.61s/it]\n\
                   Training:   0%|          | 0/1000 [00:00<?, ?it/s]",
             ),
             None,

@@ -158,6 +158,13 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
         if cells.iter().any(|c| c.starts_with("memory.")) {
             return rows.is_empty();
         }
+        // A row's memory cells are numbers: the rows end where a line with as many commas
+        // is something else (the next command, `--query-compute-apps=pid,name,used_memory`,
+        // and its header).
+        let memory_cell = |at: Option<usize>| at.is_none_or(|i| MIB_VALUE.is_match(&cells[i]));
+        if !(memory_cell(used_at) && memory_cell(total_at)) {
+            return false;
+        }
         rows.push(cells);
         true
     });
@@ -423,6 +430,18 @@ mod tests {
             ),
             (None, None)
         );
+    }
+
+    /// The rows end where the next command starts, though it and its header have as many
+    /// commas (`--query-compute-apps=pid,process_name,used_memory`).
+    #[test]
+    fn query_rows_end_at_the_next_command() {
+        let log = "$ nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv\nindex, memory.used [MiB], memory.total [MiB]\n0, 24873 MiB, 81920 MiB\n$ nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\npid, process_name, used_memory [MiB]\n2218731, python3, 24856 MiB\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which 10.00 MiB is free.\n";
+        let ev = crate::ingest::log::grouping::analyze_text(log);
+        let f = &ev.incidents[0].facts;
+        assert_eq!(f.num("smi.query_gpus"), Some(1.0));
+        assert_eq!(f.num("smi.query_used_bytes"), Some(24873.0 * 1048576.0));
+        assert_eq!(f.num("smi.query_total_bytes"), Some(81920.0 * 1048576.0));
     }
 
     /// The full table's device rows printed before the launch read as a one-row query.

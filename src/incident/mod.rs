@@ -45,6 +45,9 @@ pub struct Incident {
     pub(crate) from_wrapper: bool,
     pub(crate) run: u32,
     pub(crate) signature: String,
+    /// A reading its failure needs and the run has not logged yet (`Failure::requires`): the
+    /// incident is dropped if the run ends without it.
+    pub(crate) requires: Option<(&'static str, f64)>,
 }
 
 impl Incident {
@@ -83,6 +86,7 @@ impl Incident {
             from_wrapper: false,
             run: 0,
             signature,
+            requires: None,
         }
     }
 

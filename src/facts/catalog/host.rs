@@ -102,6 +102,11 @@ pub const FACTS: &[FactDef] = &[
         "Memory in use at the last reading before the failure, as a share (0..1) of the total.",
     ),
     fact(
+        "host.memory_max_share",
+        Unit::Ratio,
+        "The highest reading's share (0..1) of the machine's memory in use.",
+    ),
+    fact(
         "host.memory_growth_share",
         Unit::Ratio,
         "Last minus first reading's share of the machine's memory in use.",

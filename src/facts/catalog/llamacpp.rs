@@ -161,6 +161,11 @@ pub const FACTS: &[FactDef] = &[
         "Device capacity from the memory breakdown table, summed over devices.",
     ),
     fact(
+        "llamacpp.metal_past_working_set_bytes",
+        Unit::Bytes,
+        "How far llama.cpp's Metal buffers had passed the device's recommended working set (`allocated buffer, size = N MiB, (used / working set)` with used above it).",
+    ),
+    fact(
         "llamacpp.unaccounted_bytes",
         Unit::Bytes,
         "Device memory used by neither llama.cpp's model, context nor compute buffers nor free: other processes and the driver (memory breakdown `unaccounted`).",

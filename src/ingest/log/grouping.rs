@@ -125,8 +125,27 @@ impl LogAnalyzer {
         }
     }
 
+    /// Settles the incidents of the run now ending whose failure needed a reading not
+    /// logged before it (`Failure::requires`): dropped where the run never logged it; where
+    /// it came later (a `free` table pasted under the traceback), the reading joins the
+    /// incident's facts, the evidence it rests on.
+    fn settle_requirements(&mut self) {
+        let (run, context) = (self.run, &self.context);
+        self.incidents
+            .retain(|i| i.run != run || i.requires.is_none_or(|r| met(context, r)));
+        for inc in self.incidents.iter_mut().filter(|i| i.run == run) {
+            if let Some((fact, _)) = inc.requires.take() {
+                if let Some(f) = context.get(fact).filter(|_| !inc.facts.contains(fact)) {
+                    inc.facts
+                        .set(fact, f.value.clone(), f.sources.first().cloned());
+                }
+            }
+        }
+    }
+
     /// Ends the scan.
-    pub fn finish(self) -> LogEvidence {
+    pub fn finish(mut self) -> LogEvidence {
+        self.settle_requirements();
         let mut restarts = self.restarts;
         let mut incidents = self.incidents;
         // A command pasted under the traceback is not a restart (see `adopt_pasted_command`).
@@ -275,6 +294,7 @@ impl LogAnalyzer {
                 }
             }
             Observation::RunStart => {
+                self.settle_requirements();
                 // Only a start after something happened counts as a restart.
                 if self.incidents.iter().any(|i| i.run == self.run) || !self.context.is_empty() {
                     self.restarts += u32::from(!self.incidents.is_empty() || self.run > 0);
@@ -327,6 +347,9 @@ impl LogAnalyzer {
         hit: &Hit<'_>,
     ) {
         let line_no = hit.line_no;
+        if f.requires.is_some_and(|r| met(&self.context, r)) {
+            f.requires = None;
+        }
         // A bare CUDA error line (`CUDA error: out of memory`, `CUBLAS_STATUS_ALLOC_FAILED`)
         // reads as PyTorch's, but llama.cpp's ggml prints the same words, and Ollama's runner
         // is llama.cpp: in a log that engine runs, the failure is its own (a paste that cut
@@ -393,6 +416,11 @@ impl LogAnalyzer {
                 && line_no.saturating_sub(i.last_line) <= MERGE_WINDOW
         }) {
             inc.last_line = line_no;
+            // A failure that needs no further reading makes the incident a failure whatever
+            // the one before it needed.
+            if f.requires.is_none() {
+                inc.requires = None;
+            }
             // A restatement at the bottom of a traceback printed below its first line (a
             // notebook's error report) has the failing call just above it.
             if f.domain == engines::Domain::Device {
@@ -470,6 +498,9 @@ impl LogAnalyzer {
             {
                 inc.copies += 1;
                 inc.last_line = line_no;
+                if f.requires.is_none() {
+                    inc.requires = None;
+                }
                 inc.run = self.run;
                 if let Some(r) = meta.rank {
                     inc.ranks.insert(r);
@@ -552,8 +583,14 @@ impl LogAnalyzer {
             from_wrapper: f.wrapper,
             run: self.run,
             signature,
+            requires: f.requires,
         });
     }
+}
+
+/// Whether `context` holds the reading `requirement` names, at least its value.
+fn met(context: &Facts, (fact, min): (&'static str, f64)) -> bool {
+    context.num(fact).is_some_and(|v| v >= min)
 }
 
 /// An issue paste often puts the command under the traceback (`my command:` and a `vllm
@@ -1024,7 +1061,7 @@ const RESERVED_SAMPLES: SampleFacts = SampleFacts {
 const HOST_SAMPLES: SampleFacts = SampleFacts {
     first: "host.memory_first_share",
     last: "host.memory_last_share",
-    max: None,
+    max: Some("host.memory_max_share"),
     samples: "host.memory_samples",
     increases: "host.memory_increases",
     growth: "host.memory_growth_share",

@@ -193,6 +193,20 @@ static FIT_DEVICE: LazyLock<Regex> = LazyLock::new(|| {
 /// the GPU may keep resident of the unified memory, the device's size to its allocations.
 static METAL_WORKING_SET: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"recommendedMaxWorkingSetSize\s*=\s*(?P<n>\d+(?:\.\d+)?) MB"));
+/// Each Metal buffer llama.cpp allocates, with what its buffers now hold against the working
+/// set, in MiB (`ggml_backend_metal_buffer_type_alloc_buffer: allocated buffer, size =
+/// 40960.00 MiB, (54126.98 / 49152.00)`): Metal lets the total pass the working set (with a
+/// warning), and the command buffers that then find no memory fail.
+static METAL_ALLOC_TOTAL: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"allocated buffer, size =\s*\d+(?:\.\d+)? MiB, \(\s*(?P<used>\d+(?:\.\d+)?) / (?P<max>\d+(?:\.\d+)?)\)",
+    )
+});
+/// A Metal command buffer that failed without the reason (builds before the error text was
+/// printed): status 5 is `MTLCommandBufferStatusError`, which out of memory and a GPU
+/// timeout share.
+static METAL_STATUS_ERROR: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r"command buffer \d+ failed with status 5\b"));
 static FIT_DEFICIT: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"need to reduce device memory by (?P<n>\d+) MiB"));
 static FIT_CTX: LazyLock<Regex> =
@@ -218,6 +232,8 @@ impl Recognizer for LlamaCpp {
             "Device memory allocation of size",
             "ErrorOutOfDeviceMemory",
             "kIOGPUCommandBufferCallbackErrorOutOfMemory",
+            "failed with status 5",
+            "allocated buffer, size",
             "context's memory pool",
             "error: out of memory",
             "current device:",
@@ -769,6 +785,14 @@ fn recognize_failure(line: &Line<'_>, out: &mut Emit) -> bool {
         out.failure(f);
         return true;
     }
+    // Without its reason, a failed command buffer is out of memory only where the buffers
+    // had passed Metal's working set before it.
+    if METAL_STATUS_ERROR.is_match(text) && !text.contains("[METAL] Command buffer") {
+        let mut f = device_failure(line, "runtime", "metal", Some(0));
+        f.requires = Some(("llamacpp.metal_past_working_set_bytes", 1.0));
+        out.failure(f);
+        return true;
+    }
     if VULKAN_WRAP.is_match(text) && text.contains("vulkan") {
         let mut f = device_failure(line, classify(line), "vulkan", None);
         f.wrapper = true;
@@ -1186,6 +1210,17 @@ fn accounting(line: &Line<'_>, out: &mut Emit) {
     if let Some(m) = METAL_WORKING_SET.captures(text).and_then(|c| c.name("n")) {
         if let Some(b) = size_from_parts(m.as_str(), "MB", SiBase::Decimal) {
             out.fact("llamacpp.device_total_bytes", b, span(&m));
+        }
+        return;
+    }
+    if let Some(c) = METAL_ALLOC_TOTAL.captures(text) {
+        let used = c.name("used").expect("group used");
+        let max = c.name("max").expect("group max");
+        if let (Some(u), Some(m)) = (mib(used.as_str()), mib(max.as_str())) {
+            out.fact("llamacpp.device_total_bytes", m, span(&max));
+            if u > m {
+                out.fact("llamacpp.metal_past_working_set_bytes", u - m, span(&used));
+            }
         }
         return;
     }

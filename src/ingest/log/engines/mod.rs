@@ -71,6 +71,13 @@ pub struct Failure {
     pub wrapper: bool,
     /// The message text when it was joined from several lines; otherwise the line's text.
     pub text: Option<String>,
+    /// A reading the run must log (before this line or after it, up to the run's end), at
+    /// least this value, for the line to be a failure: a message that means out of memory
+    /// only beside a reading that says so (Metal's bare `command buffer 0 failed with status
+    /// 5` is also a GPU timeout's: after allocations past the working set it is the
+    /// memory's; a worker that died with no reason, where the machine's RAM was full).
+    /// Without it the line is no failure at all.
+    pub requires: Option<(&'static str, f64)>,
 }
 
 impl Failure {
@@ -83,6 +90,7 @@ impl Failure {
             facts: Vec::new(),
             wrapper: false,
             text: None,
+            requires: None,
         }
     }
     /// Adds a fact.

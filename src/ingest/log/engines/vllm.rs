@@ -210,6 +210,10 @@ static PREEMPTED: LazyLock<Regex> = LazyLock::new(|| {
 });
 /// V-R3 / V-R4 / V-R5 stats pieces.
 /// V-R6.
+/// A worker the executor lost with no error of its own (`Worker proc VllmWorker-2 died
+/// unexpectedly, shutting down executor.`): killed from outside, which is the kernel's OOM
+/// killer where the machine's memory was full, and anything else where it was not.
+static WORKER_DIED: LazyLock<Regex> = LazyLock::new(|| re(r"Worker proc \S+ died unexpectedly"));
 static SAMPLER_OOM: LazyLock<Regex> = LazyLock::new(|| {
     re(
         r"CUDA out of memory occurred when warming up (?:sampler|pooler)(?: \([^)]*\))? with (?P<n>\d[\d,]*) dummy requests",
@@ -377,6 +381,7 @@ impl Recognizer for Vllm {
             "Finished server process",
             "Shutting down",
             "Processed prompts",
+            "died unexpectedly",
             "/vllm/",
         ]
     }
@@ -474,6 +479,17 @@ impl Recognizer for Vllm {
         if text.contains(NO_BLOCKS) {
             out.engine(id::VLLM);
             out.failure(Failure::new("no-kv-memory", id::VLLM, Domain::Device));
+            return;
+        }
+
+        if WORKER_DIED.is_match(text) {
+            out.engine(id::VLLM);
+            let mut f = Failure::new("host-oom", id::VLLM, Domain::Host);
+            f.fact("host.killer", "unknown", None);
+            // Only a reading of the machine's memory nearly full, logged in the same run
+            // (often pasted under the traceback), makes the death a host OOM.
+            f.requires = Some(("host.memory_max_share", 0.95));
+            out.failure(f);
             return;
         }
 

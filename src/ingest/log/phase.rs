@@ -723,6 +723,10 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
     let mut nearest_bar: Option<String> = None;
     // Whether that bar had reached its total: its work was done before the failure.
     let mut nearest_bar_finished = false;
+    // The nearest bar is finished, unlabelled and above the step or loss lines the loop
+    // printed (`iter 4 step 0: loss 1.55` under a data preparation's `50002/50002`): it and
+    // the bars above it counted other work.
+    let mut bars_counted_other_work = false;
     for (distance, l) in preceding.iter().enumerate() {
         let t = &l.text;
         // Which of the regexes below can match at all, from words each needs: most lines
@@ -756,9 +760,12 @@ pub fn decide(preceding: &[CleanLine], marker: Option<(PhaseMark, u64)>) -> Phas
                 let label = bar_label(t);
                 if nearest_bar.is_none() {
                     nearest_bar_finished = bar_finished(t);
+                    bars_counted_other_work = nearest_bar_finished
+                        && label.is_empty()
+                        && last_progress_distance.is_some();
                 }
                 let same_work = nearest_bar.get_or_insert_with(|| label.clone()) == &label;
-                if same_work {
+                if same_work && !bars_counted_other_work {
                     steps = Some(steps.unwrap_or(0u64).max(n));
                     progress = true;
                 }
@@ -1231,6 +1238,19 @@ Traceback (most recent call last):
         let running =
             format!("Generating: 45%|████▌     | 450/1000 [09:12<11:15,  1.23s/it]\n{tb}");
         assert_eq!(decide(&pre(&running), None).steps_completed, Some(450));
+    }
+
+    /// A data preparation's finished, unlabelled bar above the loop's own step lines
+    /// counted examples, not steps; a training bar running above loss lines still counts.
+    #[test]
+    fn a_finished_preparation_bar_above_step_lines_is_other_work() {
+        let log = "Processing train split ...\n\
+                   100%|██████████| 50002/50002 [00:38<00:00, 1298.41it/s]\n\
+                   iter 0 step 0: loss 1.6107, iter time: 1712.35ms\n\
+                   iter 4 step 0: loss 1.5530, iter time: 1186.11ms";
+        assert_eq!(decide(&pre(log), None).steps_completed, Some(4));
+        let hf = " 45%|████▌     | 450/1000 [09:12<11:15,  1.23s/it]\n{'loss': 1.2093, 'learning_rate': 2e-05, 'epoch': 0.45}";
+        assert_eq!(decide(&pre(hf), None).steps_completed, Some(450));
     }
 
     /// A reinforcement-learning loop's episodes are its steps: the same work, repeated.

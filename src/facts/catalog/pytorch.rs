@@ -8,7 +8,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "oom.backend",
         Unit::Text,
-        "The device family of the failed allocation: cuda, hip, xpu, mps, npu, musa, mlu, cpu.",
+        "The device family of the failed allocation: cuda, hip, xpu, mps, npu, musa, mlu, directml, cpu.",
     ),
     fact(
         "oom.outside_allocator",
@@ -38,7 +38,7 @@ pub const FACTS: &[FactDef] = &[
     fact(
         "oom.wording",
         Unit::Text,
-        "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, thc: PyTorch before 1.0 (`cuda runtime error (2)`, `THCudaCheck`), its caching allocator failing in the runtime's words, framework-cuda: a C++ framework's own cudaMalloc failure (Caffe, dlib, MXNet's storage manager), mps, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, notebook-header: only a notebook's traceback header (`MemoryError    Traceback (most recent call last)`) named the failure, ...).",
+        "Which generation of the message was printed (torch-2.4+, torch-2.1, torch-legacy, torch-cached, cuda-runtime, thc: PyTorch before 1.0 (`cuda runtime error (2)`, `THCudaCheck`), its caching allocator failing in the runtime's words, framework-cuda: a C++ framework's own cudaMalloc failure (Caffe, dlib, MXNet's storage manager), mps, directml: torch-directml's `Could not allocate tensor with N bytes`, cuda-malloc-async, xla-runtime, cuda-module-load: a compiled kernel could not be loaded, notebook-header: only a notebook's traceback header (`MemoryError    Traceback (most recent call last)`) named the failure, ...).",
     ),
     fact(
         "oom.exception",

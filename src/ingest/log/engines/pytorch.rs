@@ -87,6 +87,15 @@ static LEGACY: LazyLock<Regex> = LazyLock::new(|| {
         r"\((?:GPU|NPU|XPU|MLU|MUSA)\s+(?P<dev>\d+);\s*(?P<total>{SIZE}) total capacity;\s*(?P<alloc>{SIZE}) already allocated;(?:\s*{SIZE} current active;)?(?:\s*(?P<free>{SIZE}) free;)?(?:\s*(?P<allowed>{SIZE}) allowed;)?\s*(?P<reserved>{SIZE}) (?P<word>reserved in total by PyTorch|cached)\)"
     ))
 });
+/// torch-directml (AMD and Intel GPUs on Windows, the `privateuseone` device of the
+/// DirectML forks of AUTOMATIC1111 and Forge): `RuntimeError: Could not allocate tensor with
+/// 1073741824 bytes. There is not enough GPU video memory available!`. Only the request is
+/// printed.
+static DIRECTML: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"Could not allocate tensor with (?P<req>\d+) bytes\. There is not enough GPU video memory available",
+    )
+});
 static MPS: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(&format!(
         r"MPS backend out of memory \(MPS allocated: (?P<alloc>{SIZE}), other allocations: (?P<other>{SIZE})(?:, max allowed: (?P<allowed>{SIZE}))?\)\.\s*Tried to allocate (?P<req>{SIZE}) on (?P<pool>\w+) pool"
@@ -158,6 +167,7 @@ impl Recognizer for PyTorch {
             "DefaultCPUAllocator",
             "would exceed allowed memory",
             "OutOfMemoryError",
+            "not enough GPU video memory",
             // A notebook's traceback header (`NOTEBOOK_HEADER`).
             "MemoryError",
             "ResourceExhaustedError",
@@ -227,7 +237,8 @@ impl Recognizer for PyTorch {
         let oom_like = text.contains("out of memory")
             || text.contains("OUT OF MEMORY")
             || text.contains("ALLOC_FAILED")
-            || text.trim_start().starts_with("Tried to allocate");
+            || text.trim_start().starts_with("Tried to allocate")
+            || text.contains("not enough GPU video memory");
         if oom_like && recognize_oom(line, out) {
             return;
         }
@@ -424,6 +435,18 @@ fn recognize_oom(line: &Line<'_>, out: &mut Emit) -> bool {
         None
     };
     let mps_text = mps_joined.as_ref().map_or(text, |(t, _)| t.as_str());
+    if let Some(c) = DIRECTML.captures(text) {
+        let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
+        f.fact("oom.backend", "directml", None)
+            .fact("oom.wording", "directml", None);
+        let m = c.name("req").expect("group req");
+        if let Ok(v) = m.as_str().parse::<u64>() {
+            f.fact("oom.requested_bytes", v, span(&m));
+        }
+        f.device = Some(0);
+        out.failure(f);
+        return true;
+    }
     if let Some(c) = MPS.captures(mps_text) {
         let mut f = Failure::new("device-oom", id::PYTORCH, Domain::Device);
         f.fact("oom.backend", "mps", None)
@@ -1343,6 +1366,19 @@ mod tests {
         );
         assert_eq!(num(&f, "oom.allowed_bytes"), None);
         assert!(close(num(&f, "oom.mps_other_bytes"), 2.0 * GIB));
+    }
+
+    /// torch-directml prints the request only.
+    #[test]
+    fn directml_request() {
+        let f = failure(
+            "RuntimeError: Could not allocate tensor with 1073741824 bytes. There is not enough GPU video memory available!",
+        );
+        assert_eq!(
+            f.get("oom.backend").and_then(Value::as_str),
+            Some("directml")
+        );
+        assert_eq!(num(&f, "oom.requested_bytes"), Some(1073741824.0));
     }
 
     /// A notebook's traceback header alone is the failure it names, as a wrapper.

@@ -37,6 +37,16 @@ static FORGE_MM: LazyLock<Regex> = LazyLock::new(|| {
         r"\[Memory Management\] Target: \S+?, Free GPU: (?P<free>-?\d+(?:\.\d+)?) MB, Model Require: (?P<req>\d+(?:\.\d+)?) MB",
     )
 });
+/// A memory-efficient attention the UI set up at start: AUTOMATIC1111's `Applying attention
+/// optimization: sub-quadratic... done.` (xformers, sdp, sub-quadratic; not Doggettx's split
+/// attention, its default without them, which still holds large chunks of the map), Forge's
+/// and ComfyUI's `Using sub quadratic optimization for cross attention`, `Using pytorch cross
+/// attention`, `Using xformers cross attention`.
+static ATTENTION_SET_UP: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"Applying attention optimization: (?:xformers|sdp|sub-quadratic)\.\.\.|^Using (?:sub quadratic optimization for (?:cross )?attention|pytorch cross attention|xformers cross attention)",
+    )
+});
 static FORGE_SWAP: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"CPU Swap Loaded \([^)]*\): (?P<swap>\d+(?:\.\d+)?) MB"));
 
@@ -58,6 +68,11 @@ impl Recognizer for WebUi {
             "Stable diffusion model failed to load",
             "Loading weights [",
             "[Memory Management]",
+            "Applying attention optimization",
+            "quadratic optimization for",
+            "pytorch cross attention",
+            "xformers cross attention",
+            "split attention for",
         ]
     }
 
@@ -89,6 +104,10 @@ impl Recognizer for WebUi {
             {
                 out.fact("webui.attention_opt", true, span(&a));
             }
+            return;
+        }
+        if let Some(m) = ATTENTION_SET_UP.find(text) {
+            out.fact("webui.attention_opt", true, span(&m));
             return;
         }
         if let Some(c) = STATUS_OLD.captures(text) {
@@ -153,6 +172,32 @@ mod tests {
 
     fn get<'a>(f: &'a [(&'static str, Value)], name: &str) -> Option<&'a Value> {
         f.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// A memory-efficient attention set up at start counts; Doggettx's split attention (the
+    /// default without one) and the VAE's do not.
+    #[test]
+    fn attention_set_up_at_start() {
+        for line in [
+            "Applying attention optimization: sub-quadratic... done.",
+            "Applying attention optimization: xformers... done.",
+            "Using sub quadratic optimization for cross attention",
+            "Using pytorch cross attention",
+        ] {
+            assert_eq!(
+                get(&facts(line), "webui.attention_opt"),
+                Some(&Value::Bool(true)),
+                "{line}"
+            );
+        }
+        for line in [
+            "Applying attention optimization: None... done.",
+            "Applying attention optimization: Doggettx... done.",
+            "Using split attention for VAE",
+            "Using split attention in VAE",
+        ] {
+            assert_eq!(get(&facts(line), "webui.attention_opt"), None, "{line}");
+        }
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub const FACTS: &[FactDef] = &[
         "The estimate's context part (Context): the KV cache for the context length.",
     ),
     fact(
+        "lmstudio.model_file_bytes",
+        Unit::Bytes,
+        "The model file's size as LM Studio announced the load (`Loading model X (size on disk: 18.44 GB, ...)`, decimal units).",
+    ),
+    fact(
         "lmstudio.context_length",
         Unit::Count,
         "The context length the estimate was made for.",

@@ -59,6 +59,24 @@ static REPORT_FIGURE: LazyLock<Regex> = LazyLock::new(|| {
         r#""(?P<k>ram_capacity|ram_unused|vram_recommended_capacity|vram_unused)"\s*:\s*"(?P<n>\d+(?:\.\d+)?)\s*(?P<u>[KMGT]i?B)""#,
     )
 });
+/// The hardware survey LM Studio logs at start: each GPU's memory
+/// (`"totalMemoryCapacityBytes":17179869184`; on Apple silicon Metal's working set).
+static SURVEY_GPU: LazyLock<Regex> =
+    LazyLock::new(|| static_regex(r#""totalMemoryCapacityBytes"\s*:\s*(?P<n>\d+)"#));
+/// `Loading model mlx-community/QwQ-32B-4bit (size on disk: 18.44 GB, context length:
+/// 4096)`: the model file's size, in decimal gigabytes as the app shows it.
+static LOADING_MODEL: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(
+        r"Loading model (?P<name>\S+) \(size on disk: (?P<n>\d+(?:\.\d+)?) (?P<u>[KMGT]B)(?:, context length: (?P<ctx>\d+))?",
+    )
+});
+/// The guardrail's refusal, in either wording (0.3.x's `Not enough resources to load the
+/// model with the current settings`; `Model loading aborted due to insufficient system
+/// resources. Overloading the system will likely cause it to freeze.`).
+const GUARDRAIL: [&str; 2] = [
+    "Not enough resources to load the model",
+    "Model loading aborted due to insufficient system resources",
+];
 /// `"use_mlock": true` in a model preset or load config ("Keep model in memory").
 static USE_MLOCK: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r#""use_mlock"\s*:\s*(?P<v>true|false)"#));
@@ -81,6 +99,9 @@ impl Recognizer for LmStudio {
             "Live GPU memory info",
             "Model load size estimate",
             "Not enough resources to load the model",
+            "Model loading aborted due to insufficient",
+            "totalMemoryCapacityBytes",
+            "size on disk:",
             "(Exit code: ",
             "[LM STUDIO SERVER] Processing queued request",
             "[LM STUDIO SERVER] Streaming response",
@@ -90,7 +111,7 @@ impl Recognizer for LmStudio {
 
     fn recognize(&self, line: &Line<'_>, out: &mut Emit) {
         let text = line.text;
-        if text.contains("Not enough resources to load the model") {
+        if GUARDRAIL.iter().any(|g| text.contains(g)) {
             out.engine(id::LMSTUDIO);
             out.phase(PhaseMark::LoadFailed);
             let mut f = Failure::new("device-oom", id::LMSTUDIO, Domain::Device);
@@ -104,6 +125,31 @@ impl Recognizer for LmStudio {
         {
             out.engine(id::LMSTUDIO);
             out.phase(PhaseMark::Serving);
+            return;
+        }
+        if text.contains("totalMemoryCapacityBytes") {
+            let total: u64 = SURVEY_GPU
+                .captures_iter(text)
+                .filter_map(|c| c["n"].parse::<u64>().ok())
+                .sum();
+            if total > 0 {
+                out.engine(id::LMSTUDIO);
+                out.fact("lmstudio.gpu_total_bytes", total, None);
+            }
+            return;
+        }
+        if let Some(c) = LOADING_MODEL.captures(text) {
+            out.engine(id::LMSTUDIO);
+            if let Some(b) = crate::facts::units::parse_size(
+                &format!("{} {}", &c["n"], &c["u"]),
+                crate::facts::units::SiBase::Decimal,
+            ) {
+                out.fact("lmstudio.model_file_bytes", b, None);
+            }
+            out.fact("model.name", c["name"].to_string(), None);
+            if let Some(n) = c.name("ctx").and_then(|m| m.as_str().parse::<u64>().ok()) {
+                out.fact("lmstudio.context_length", n, None);
+            }
             return;
         }
         if let Some(c) = USE_MLOCK.captures(text) {

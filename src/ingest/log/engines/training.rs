@@ -67,8 +67,12 @@ static ACCELERATE_PROCS: LazyLock<Regex> =
 static LIGHTNING_AMP: LazyLock<Regex> = LazyLock::new(|| {
     static_regex(r"Using (?P<p>bfloat16|16bit|16-bit|float16) Automatic Mixed Precision")
 });
+/// Also Lightning's and LitGPT's precision (`--precision bf16-true`, `precision="16-mixed"`,
+/// `'precision': 'bf16-mixed'`): half-precision weights or autocast either way.
 static MIXED: LazyLock<Regex> = LazyLock::new(|| {
-    static_regex(r"(?:^|[\s,(])(?:(?P<k>bf16|fp16)\s*=\s*True|--(?P<f>bf16|fp16)(?:\s|$|\s+True))")
+    static_regex(
+        r#"(?:^|[\s,(])(?:(?P<k>bf16|fp16)\s*=\s*True|--(?P<f>bf16|fp16)(?:\s|$|\s+True))|\bprecision['"]?\s*[=:]?\s*['"]?(?:(?P<l>bf16)(?:-(?:true|mixed))?|(?P<l16>16)-(?:true|mixed))\b"#,
+    )
 });
 
 /// A device-memory figure in a progress line: `mem 10.51 GiB`, `gpu_mem=12.3G`,
@@ -233,6 +237,8 @@ impl Recognizer for Training {
             "Num processes",
             "bf16",
             "fp16",
+            "16-mixed",
+            "16-true",
             "mem",
             // A callback's print of `torch.cuda.memory_allocated()` beside its batch.
             "allocated ",
@@ -334,15 +340,16 @@ impl Recognizer for Training {
         {
             out.fact("model.params", n, Some(sp));
         }
-        if let Some(k) = MIXED
-            .captures(text)
-            .and_then(|c| c.name("k").or(c.name("f")))
-        {
-            out.fact(
-                "train.mixed_precision",
-                k.as_str(),
-                Some((k.start(), k.end())),
-            );
+        if let Some(c) = MIXED.captures(text) {
+            if let Some(k) = c.name("k").or(c.name("f")).or(c.name("l")) {
+                out.fact(
+                    "train.mixed_precision",
+                    k.as_str(),
+                    Some((k.start(), k.end())),
+                );
+            } else if let Some(k) = c.name("l16") {
+                out.fact("train.mixed_precision", "fp16", Some((k.start(), k.end())));
+            }
         }
         // Lines that merely explain a key (help text, error hints) are not configuration.
         if text.contains("Tried to allocate") {
@@ -518,6 +525,30 @@ mod tests {
 
     fn facts(text: &str) -> Vec<(&'static str, Value)> {
         crate::ingest::log::engines::facts_of(&Training, text)
+    }
+
+    /// Lightning's precision names the half-precision type, both the weights' and autocast's.
+    #[test]
+    fn lightning_precision_is_mixed_precision() {
+        let get = |t: &str| {
+            facts(t)
+                .into_iter()
+                .find(|(n, _)| *n == "train.mixed_precision")
+                .map(|(_, v)| v)
+        };
+        for (line, want) in [
+            (
+                "$ python finetune/lora.py --precision bf16-true --out_dir out/lora",
+                "bf16",
+            ),
+            (
+                "trainer = L.Trainer(devices=2, precision=\"16-mixed\")",
+                "fp16",
+            ),
+            ("{'precision': 'bf16-mixed', 'devices': 1}", "bf16"),
+        ] {
+            assert_eq!(get(line), Some(Value::str(want)), "{line}");
+        }
     }
 
     #[test]

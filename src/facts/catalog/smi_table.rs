@@ -6,6 +6,11 @@ use crate::facts::evidence::Unit;
 /// Facts read from a pasted process table.
 pub const FACTS: &[FactDef] = &[
     fact(
+        "smi.apps_used_bytes",
+        Unit::Bytes,
+        "used_memory of the one process an `nvidia-smi --query-compute-apps=...` pasted into the log listed.",
+    ),
+    fact(
         "smi.query_used_bytes",
         Unit::Bytes,
         "memory.used of the one GPU an `nvidia-smi --query-gpu=...` pasted into the log listed, or the one device row of a pasted `nvidia-smi` table (its Memory-Usage cell).",

@@ -633,12 +633,15 @@ fn adopt_pasted_command(
 /// printed before the run that loads the engine), which holds for every run of it.
 fn carried_across_start(old: &Facts) -> Facts {
     let mut kept = Facts::new();
+    // The first of two readings of one thing wins: a GPU's use as the driver counts it
+    // before one process's (`--query-compute-apps`).
     for (from, to) in [
         ("smi.query_used_bytes", "smi.used_before_start_bytes"),
+        ("smi.apps_used_bytes", "smi.used_before_start_bytes"),
         ("smi.query_total_bytes", "smi.query_total_bytes"),
         ("trtllm.gather_logits", "trtllm.gather_logits"),
     ] {
-        if let Some(f) = old.get(from) {
+        if let Some(f) = old.get(from).filter(|_| !kept.contains(to)) {
             kept.set(to, f.value.clone(), f.sources.first().cloned());
         }
     }

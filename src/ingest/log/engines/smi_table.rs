@@ -30,6 +30,10 @@ use crate::ingest::log::pattern::static_regex;
 /// `--query-gpu=name,memory.used,memory.total` (also `--query-gpu name,...`).
 static QUERY: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"nvidia-smi\b.*--query-gpu[=\s]\s*(?P<fields>[\w.,]+)"));
+/// `--query-compute-apps=pid,process_name,used_memory`: the processes holding device memory.
+static QUERY_APPS: LazyLock<Regex> = LazyLock::new(|| {
+    static_regex(r"nvidia-smi\b.*--query-compute-apps[=\s]\s*(?P<fields>[\w.,]+)")
+});
 /// A value of the CSV output: `3578 MiB`, `8188 MiB`, or bare with `nounits`.
 static MIB_VALUE: LazyLock<Regex> =
     LazyLock::new(|| static_regex(r"^(?P<n>\d+(?:\.\d+)?)(?:\s*MiB)?$"));
@@ -55,6 +59,7 @@ impl Recognizer for SmiTable {
             "| Processes:",
             "|  Processes:",
             "--query-gpu",
+            "--query-compute-apps",
             "Memory-Usage",
         ]
     }
@@ -63,6 +68,10 @@ impl Recognizer for SmiTable {
         if let Some(c) = QUERY.captures(line.text) {
             query_rows(line, &c["fields"], out);
             query_series(line, &c["fields"], out);
+            return;
+        }
+        if let Some(c) = QUERY_APPS.captures(line.text) {
+            app_rows(line, &c["fields"], out);
             return;
         }
         if line.text.contains("Memory-Usage") {
@@ -131,6 +140,42 @@ fn device_rows(line: &Line<'_>, out: &mut Emit) {
     if let [(used, total)] = cells[..] {
         out.fact("smi.query_used_bytes", used, None);
         out.fact("smi.query_total_bytes", total, None);
+    }
+}
+
+/// The rows under a `--query-compute-apps` command: where one process is listed, its
+/// `used_memory` is what the device held, short of what the driver keeps (run before a
+/// launch, someone else's memory where no `--query-gpu` row says it: see `grouping`).
+/// Several processes may be on several GPUs: nothing is read from them.
+fn app_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
+    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
+    let Some(used_at) = fields.iter().position(|f| *f == "used_memory") else {
+        return;
+    };
+    let mut rows: Vec<f64> = Vec::new();
+    walk_forward(line, 12, |raw| {
+        let cleaned = clean_line(raw.as_bytes());
+        let cells: Vec<&str> = cleaned.text.split(',').map(str::trim).collect();
+        if cells.len() != fields.len() {
+            return false;
+        }
+        // The header (`pid, process_name, used_memory [MiB]`) may only come first.
+        if cells.iter().any(|c| c.starts_with("used_memory")) {
+            return rows.is_empty();
+        }
+        match MIB_VALUE
+            .captures(cells[used_at])
+            .and_then(|c| c["n"].parse::<f64>().ok())
+        {
+            Some(mib) => {
+                rows.push(mib * 1048576.0);
+                true
+            }
+            None => false,
+        }
+    });
+    if let [used] = rows[..] {
+        out.fact("smi.apps_used_bytes", used, None);
     }
 }
 
@@ -429,6 +474,31 @@ mod tests {
                 "0, NVIDIA GeForce RTX 4090, 812 MiB, 24564 MiB\n1, NVIDIA GeForce RTX 3090, 4 MiB, 24576 MiB\n"
             ),
             (None, None)
+        );
+    }
+
+    /// One process listed by `--query-compute-apps` before the launch is memory held before
+    /// it; several say nothing of one GPU.
+    #[test]
+    fn compute_apps_before_the_start() {
+        let log = |rows: &str| {
+            format!(
+                "$ nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\npid, process_name, used_memory [MiB]\n{rows}INFO 04-21 15:12:20 llm_engine.py:72] Initializing an LLM engine with config: model='m', tokenizer='m'\nValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+            )
+        };
+        let ev = crate::ingest::log::grouping::analyze_text(&log(
+            "65914, ray::ServeReplica:model1, 9634 MiB\n",
+        ));
+        assert_eq!(
+            ev.incidents[0].facts.num("smi.used_before_start_bytes"),
+            Some(9634.0 * 1048576.0)
+        );
+        let ev = crate::ingest::log::grouping::analyze_text(&log(
+            "65914, python, 9634 MiB\n70012, python, 4100 MiB\n",
+        ));
+        assert_eq!(
+            ev.incidents[0].facts.num("smi.used_before_start_bytes"),
+            None
         );
     }
 

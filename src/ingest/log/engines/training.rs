@@ -527,15 +527,18 @@ mod tests {
         crate::ingest::log::engines::facts_of(&Training, text)
     }
 
+    /// The value the line gives fact `name`.
+    fn fact(text: &str, name: &str) -> Option<Value> {
+        facts(text)
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v)
+    }
+
     /// Lightning's precision names the half-precision type, both the weights' and autocast's.
     #[test]
     fn lightning_precision_is_mixed_precision() {
-        let get = |t: &str| {
-            facts(t)
-                .into_iter()
-                .find(|(n, _)| *n == "train.mixed_precision")
-                .map(|(_, v)| v)
-        };
+        let get = |t: &str| fact(t, "train.mixed_precision");
         for (line, want) in [
             (
                 "$ python finetune/lora.py --precision bf16-true --out_dir out/lora",
@@ -553,12 +556,7 @@ mod tests {
 
     #[test]
     fn accelerate_offloading_what_did_not_fit() {
-        let to = |t: &str| {
-            facts(t)
-                .into_iter()
-                .find(|(n, _)| *n == "model.offloaded_to")
-                .map(|(_, v)| v)
-        };
+        let to = |t: &str| fact(t, "model.offloaded_to");
         assert_eq!(
             to("Some parameters are on the meta device because they were offloaded to the cpu."),
             Some(Value::str("cpu"))

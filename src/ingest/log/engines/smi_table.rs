@@ -143,51 +143,21 @@ fn device_rows(line: &Line<'_>, out: &mut Emit) {
     }
 }
 
-/// The rows under a `--query-compute-apps` command: where one process is listed, its
-/// `used_memory` is what the device held, short of what the driver keeps (run before a
-/// launch, someone else's memory where no `--query-gpu` row says it: see `grouping`).
-/// Several processes may be on several GPUs: nothing is read from them.
-fn app_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
-    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
-    let Some(used_at) = fields.iter().position(|f| *f == "used_memory") else {
-        return;
-    };
-    let mut rows: Vec<f64> = Vec::new();
-    walk_forward(line, 12, |raw| {
-        let cleaned = clean_line(raw.as_bytes());
-        let cells: Vec<&str> = cleaned.text.split(',').map(str::trim).collect();
-        if cells.len() != fields.len() {
-            return false;
-        }
-        // The header (`pid, process_name, used_memory [MiB]`) may only come first.
-        if cells.iter().any(|c| c.starts_with("used_memory")) {
-            return rows.is_empty();
-        }
-        match MIB_VALUE
-            .captures(cells[used_at])
-            .and_then(|c| c["n"].parse::<f64>().ok())
-        {
-            Some(mib) => {
-                rows.push(mib * 1048576.0);
-                true
-            }
-            None => false,
-        }
-    });
-    if let [used] = rows[..] {
-        out.fact("smi.apps_used_bytes", used, None);
-    }
+/// A memory cell of the CSV output in bytes (`8188 MiB`, or bare MiB with `nounits`).
+fn mib_cell(cell: &str) -> Option<f64> {
+    MIB_VALUE
+        .captures(cell)
+        .and_then(|c| c["n"].parse::<f64>().ok())
+        .map(|m| m * 1048576.0)
 }
 
-/// The rows under a `--query-gpu` command: with one GPU's row, its `memory.used` and
-/// `memory.total` (MiB). Several rows say nothing about which GPU the engine used.
-fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
-    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
-    let used_at = fields.iter().position(|f| *f == "memory.used");
-    let total_at = fields.iter().position(|f| *f == "memory.total");
-    if used_at.is_none() && total_at.is_none() {
-        return;
-    }
+/// The rows of a one-shot query's CSV output under its command, `fields` its `--query-...=`
+/// list: as many cells as fields, the header (whose memory cells name their field,
+/// `memory.used [MiB]`) only first, and each memory cell (`memory_at`) a number. The rows
+/// end at the first line that is none of these, though it may have as many commas (the
+/// next command, `--query-compute-apps=pid,process_name,used_memory`, and its header; a note
+/// like `(works, ~8 tok/s)`).
+fn query_csv_rows(line: &Line<'_>, fields: &[&str], memory_at: &[usize]) -> Vec<Vec<String>> {
     let mut rows: Vec<Vec<String>> = Vec::new();
     walk_forward(line, 12, |raw| {
         let cleaned = clean_line(raw.as_bytes());
@@ -199,25 +169,46 @@ fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
         if cells.len() != fields.len() {
             return false;
         }
-        // The header (`index, memory.used [MiB], ...`) may only come first.
-        if cells.iter().any(|c| c.starts_with("memory.")) {
+        if memory_at.iter().any(|&i| cells[i].starts_with(fields[i])) {
             return rows.is_empty();
         }
-        // A row's memory cells are numbers: the rows end where a line with as many commas
-        // is something else (the next command, `--query-compute-apps=pid,name,used_memory`,
-        // and its header).
-        let memory_cell = |at: Option<usize>| at.is_none_or(|i| MIB_VALUE.is_match(&cells[i]));
-        if !(memory_cell(used_at) && memory_cell(total_at)) {
+        if !memory_at.iter().all(|&i| MIB_VALUE.is_match(&cells[i])) {
             return false;
         }
         rows.push(cells);
         true
     });
-    let mib = |row: &[String], at: Option<usize>| {
-        at.and_then(|i| MIB_VALUE.captures(&row[i]))
-            .and_then(|c| c["n"].parse::<f64>().ok())
-            .map(|m| m * 1048576.0)
+    rows
+}
+
+/// The rows under a `--query-compute-apps` command: where one process is listed, its
+/// `used_memory` is what the device held, short of what the driver keeps (run before a
+/// launch, someone else's memory where no `--query-gpu` row says it: see `grouping`).
+/// Several processes may be on several GPUs: nothing is read from them.
+fn app_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
+    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
+    let Some(used_at) = fields.iter().position(|f| *f == "used_memory") else {
+        return;
     };
+    if let [row] = &query_csv_rows(line, &fields, &[used_at])[..] {
+        if let Some(used) = mib_cell(&row[used_at]) {
+            out.fact("smi.apps_used_bytes", used, None);
+        }
+    }
+}
+
+/// The rows under a `--query-gpu` command: with one GPU's row, its `memory.used` and
+/// `memory.total` (MiB). Several rows say nothing about which GPU the engine used.
+fn query_rows(line: &Line<'_>, fields: &str, out: &mut Emit) {
+    let fields: Vec<&str> = fields.split(',').map(str::trim).collect();
+    let used_at = fields.iter().position(|f| *f == "memory.used");
+    let total_at = fields.iter().position(|f| *f == "memory.total");
+    let memory_at: Vec<usize> = used_at.into_iter().chain(total_at).collect();
+    if memory_at.is_empty() {
+        return;
+    }
+    let rows = query_csv_rows(line, &fields, &memory_at);
+    let mib = |row: &[String], at: Option<usize>| at.and_then(|i| mib_cell(&row[i]));
     if !rows.is_empty() {
         out.fact("smi.query_gpus", rows.len() as u32, None);
     }
